@@ -1,0 +1,78 @@
+// Byte-exact, sparse memory content kept as extents: a copy costs O(extents), not O(bytes).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace kvsim::model {
+
+/// Content of one address space. Each extent is either literal bytes (a shared, immutable buffer
+/// plus an offset, so copies share storage), a generated pattern (seed plus stream offset, so
+/// gigabytes cost a few words) or one repeated byte. Bytes never written read as kUnwrittenByte.
+/// A range [addr, addr+len) must satisfy addr+len <= 2^64-1, else calls throw kOutOfRange;
+/// zero-length calls are no-ops.
+class ContentStore {
+ public:
+  /// What never-written bytes read as (0xDB: "dead byte", easy to spot in a dump).
+  static constexpr std::uint8_t kUnwrittenByte = 0xDB;
+
+  /// Byte `i` of the generated stream `seed` (deterministic, platform independent).
+  static std::uint8_t pattern_byte(std::uint64_t seed, std::uint64_t i);
+
+  /// Stores a copy of `len` literal bytes at `addr`.
+  void write(std::uint64_t addr, const std::uint8_t* data, std::uint64_t len);
+  /// Fills [addr, addr+len) with generated stream `seed`, starting at stream offset 0.
+  void fill_pattern(std::uint64_t addr, std::uint64_t len, std::uint64_t seed);
+  /// Fills [addr, addr+len) with one byte value.
+  void fill(std::uint64_t addr, std::uint64_t len, std::uint8_t value);
+  /// Forgets [addr, addr+len): it reads as kUnwrittenByte again.
+  void clear(std::uint64_t addr, std::uint64_t len);
+  /// Reads [addr, addr+len) into `out` (which has room for len bytes).
+  void read(std::uint64_t addr, std::uint8_t* out, std::uint64_t len) const;
+  std::vector<std::uint8_t> read(std::uint64_t addr, std::uint64_t len) const;
+  /// Copies [src_addr, src_addr+len) of `src` to `dst_addr` here. `src` may be *this, and the
+  /// ranges may overlap (memmove semantics). O(extents in the source range).
+  void copy_from(const ContentStore& src, std::uint64_t src_addr, std::uint64_t dst_addr,
+                 std::uint64_t len);
+  /// Offset of the first byte where [addr, addr+len) here differs from [other_addr, ...) of
+  /// `other`, or nullopt if equal. Extents with the same origin compare without reading bytes.
+  std::optional<std::uint64_t> first_difference(std::uint64_t addr, const ContentStore& other,
+                                                std::uint64_t other_addr, std::uint64_t len) const;
+
+  /// Number of extents held (a measure of fragmentation and of copy cost).
+  std::size_t extent_count() const { return extents_.size(); }
+  /// Distinct literal buffer bytes referenced by extents: a slice copied N times counts once.
+  /// (A buffer partly overwritten stays allocated whole until no extent refers to it.)
+  std::uint64_t literal_bytes() const;
+
+ private:
+  struct Extent {
+    std::uint64_t len = 0;
+    std::shared_ptr<const std::vector<std::uint8_t>> literal;  ///< null for a pattern/fill
+    std::uint64_t offset = 0;  ///< into literal, or stream offset of the pattern
+    std::uint64_t seed = 0;    ///< pattern seed
+    enum class Kind : std::uint8_t { kLiteral, kPattern, kFill } kind = Kind::kLiteral;
+    std::uint8_t fill_value = 0;
+  };
+
+  /// Walks extents and gaps in address order (defined in the .cpp).
+  class Cursor;
+
+  /// Throws kOutOfRange if addr+len does not fit in 64 bits.
+  static void check_range(std::uint64_t addr, std::uint64_t len, const char* what);
+  /// Replaces [addr, addr+e.len) with `e`.
+  void put(std::uint64_t addr, Extent e);
+  /// Splits extents so that `addr` is an extent boundary (no-op if inside a gap).
+  void split_at(std::uint64_t addr);
+  /// Removes all content in [addr, addr+len), splitting boundary extents.
+  void erase_range(std::uint64_t addr, std::uint64_t len);
+  /// Merges adjacent extents that continue each other (same buffer or stream, contiguous).
+  void coalesce_around(std::uint64_t addr, std::uint64_t end);
+
+  std::map<std::uint64_t, Extent> extents_;  ///< key: start address; extents never overlap
+};
+
+}  // namespace kvsim::model

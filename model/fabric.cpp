@@ -1,0 +1,409 @@
+#include "model/fabric.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "model/errors.h"
+
+namespace kvsim::model {
+namespace {
+
+std::string hex(std::uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
+struct Fabric::Chunk {
+  Batch* batch = nullptr;
+  std::size_t first = 0;  ///< first descriptor index in the batch
+  std::size_t count = 0;
+  std::uint64_t bytes = 0;
+  bool opens_batch = false;  ///< pays the batch setup time
+  int pending_flows = 0;
+  bool sending = false;
+  SimTime latency = 0;
+  std::vector<std::uint32_t> links;
+  std::vector<FluidNetwork::FlowId> flows;
+};
+
+struct Fabric::Batch {
+  std::uint64_t id = 0;
+  Engine* engine = nullptr;
+  std::vector<CopyDescriptor> descs;
+  std::vector<std::unique_ptr<Chunk>> chunks;
+  Callback on_done;
+  BatchOutcome outcome;
+  std::size_t chunks_landed = 0;
+  bool failed = false;
+  bool reported = false;
+  int refs = 0;  ///< agenda actions that still point at this batch
+};
+
+struct Fabric::Engine {
+  EngineRef ref;
+  std::deque<Chunk*> queue;   ///< chunks waiting for the descriptor processor
+  Chunk* processing = nullptr;
+  Chunk* blocked = nullptr;   ///< processed, waiting for a free in-flight slot
+  int in_flight = 0;
+};
+
+struct Fabric::Action {
+  enum class Kind { kDescriptorsDone, kArrive, kReport, kLinkEvent };
+  explicit Action(Kind k) : kind(k) {}
+  Kind kind;
+  SimTime at = 0;
+  std::uint64_t seq = 0;
+  Engine* engine = nullptr;
+  Chunk* chunk = nullptr;
+  Batch* batch = nullptr;
+  std::uint32_t link = 0;
+  LinkEvent event;
+};
+
+bool Fabric::ActionLater::operator()(const Action& a, const Action& b) const {
+  return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+}
+
+Fabric::Fabric(const sc_core::sc_module_name& name, const TopologySpec& spec)
+    : sc_core::sc_module(name) {
+  if (sc_core::sc_get_time_resolution() != sc_core::sc_time(1, sc_core::SC_PS)) {
+    throw ModelError(ErrorKind::kInvalidArgument, "Fabric needs SystemC's time resolution to be 1 ps");
+  }
+  topology_ = std::make_unique<Topology>(spec, net_);
+  for (int d = 0; d < topology_->device_count(); ++d) {
+    for (int e = 0; e < spec.dma.engines; ++e) {
+      engines_.push_back(std::make_unique<Engine>());
+      engines_.back()->ref = EngineRef{d, e};
+    }
+  }
+  link_state_.assign(topology_->links().size(), 1.0);
+  SC_METHOD(run);
+  sensitive << wake_;
+  dont_initialize();
+}
+
+Fabric::~Fabric() = default;
+
+SimTime Fabric::now() const { return sc_core::sc_time_stamp().value(); }
+
+void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
+  if (descs.empty()) {
+    throw ModelError(ErrorKind::kInvalidArgument, "post: a batch needs at least one descriptor");
+  }
+  std::vector<std::pair<std::uint64_t, std::size_t>> dst_order;
+  dst_order.reserve(descs.size());
+  for (std::size_t i = 0; i < descs.size(); ++i) {
+    const CopyDescriptor& d = descs[i];
+    const std::string which = "descriptor " + std::to_string(i);
+    if (d.length == 0) {
+      throw ModelError(ErrorKind::kInvalidArgument, "post: " + which + " has length 0");
+    }
+    for (const auto& [addr, role] : {std::pair{d.src_addr, "source"}, std::pair{d.dst_addr, "destination"}}) {
+      const Hbm* m = topology_->memory_at(addr);
+      if (m == nullptr) {
+        throw ModelError(ErrorKind::kOutOfRange,
+                         "post: " + which + " " + role + " address " + hex(addr) + " is in no memory");
+      }
+      m->check_access(addr, d.length, (std::string("post: ") + which + " " + role).c_str());
+    }
+    dst_order.emplace_back(d.dst_addr, i);
+  }
+  std::sort(dst_order.begin(), dst_order.end());
+  for (std::size_t k = 1; k < dst_order.size(); ++k) {
+    const CopyDescriptor& prev = descs[dst_order[k - 1].second];
+    if (prev.dst_addr + prev.length > dst_order[k].first) {
+      throw ModelError(ErrorKind::kOverlap,
+                       "post: destination ranges of descriptors " + std::to_string(dst_order[k - 1].second) +
+                           " and " + std::to_string(dst_order[k].second) + " overlap");
+    }
+  }
+}
+
+std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descriptors, Callback on_done) {
+  topology_->engine_resource(engine.device, engine.engine);  // throws if there is no such engine
+  check_descriptors(descriptors);
+  Engine& e = *engines_[static_cast<std::size_t>(engine.device * topology_->spec().dma.engines + engine.engine)];
+  auto batch = std::make_unique<Batch>();
+  Batch* b = batch.get();
+  b->id = next_batch_id_++;
+  b->engine = &e;
+  b->on_done = std::move(on_done);
+  b->outcome.id = b->id;
+  b->outcome.posted = now();
+  b->outcome.descriptors = descriptors.size();
+  const std::size_t per_chunk = static_cast<std::size_t>(topology_->spec().dma.chunk_descriptors);
+  for (std::size_t first = 0; first < descriptors.size(); first += per_chunk) {
+    auto c = std::make_unique<Chunk>();
+    c->batch = b;
+    c->first = first;
+    c->count = std::min(per_chunk, descriptors.size() - first);
+    c->opens_batch = first == 0;
+    for (std::size_t i = first; i < first + c->count; ++i) c->bytes += descriptors[i].length;
+    b->outcome.bytes += c->bytes;
+    e.queue.push_back(c.get());
+    b->chunks.push_back(std::move(c));
+  }
+  b->descs = std::move(descriptors);
+  batches_.emplace(b->id, std::move(batch));
+  ++stats_.batches_posted;
+  stats_.chunks += b->chunks.size();
+  if (!in_run_) {
+    net_.advance_to(now());
+    try_process(e);
+    wake_at(now());
+  } else {
+    try_process(e);
+  }
+  return b->id;
+}
+
+void Fabric::schedule_link_event(const std::string& link, SimTime at, LinkEvent event) {
+  const std::uint32_t l = topology_->link_index(link);
+  if (at < now()) {
+    throw ModelError(ErrorKind::kInvalidArgument, "schedule_link_event: time is in the past");
+  }
+  if (event.kind == LinkEvent::Kind::kDegrade && !(event.factor > 0 && event.factor <= 1)) {
+    throw ModelError(ErrorKind::kInvalidArgument, "schedule_link_event: degrade factor must be in (0, 1]");
+  }
+  Action a(Action::Kind::kLinkEvent);
+  a.link = l;
+  a.event = event;
+  schedule(at, a);
+  if (!in_run_) wake_at(at);
+}
+
+bool Fabric::link_up(std::uint32_t link) const { return link_state_.at(link) > 0; }
+
+void Fabric::schedule(SimTime at, Action action) {
+  action.at = at;
+  action.seq = next_seq_++;
+  if (action.batch) ++action.batch->refs;
+  agenda_.push(action);
+}
+
+void Fabric::wake_at(SimTime at) {
+  if (at >= wake_time_) return;
+  const SimTime t = now();
+  wake_time_ = at;
+  wake_.cancel();
+  if (at <= t) {
+    wake_.notify(sc_core::SC_ZERO_TIME);
+  } else {
+    wake_.notify(sc_core::sc_time::from_value(at - t));
+  }
+}
+
+void Fabric::try_process(Engine& e) {
+  while (e.processing == nullptr && !e.queue.empty()) {
+    Chunk* c = e.queue.front();
+    e.queue.pop_front();
+    if (c->batch->failed) continue;
+    const DmaSpec& dma = topology_->spec().dma;
+    const SimTime cost = (c->opens_batch ? dma.batch_setup : 0) + c->count * dma.descriptor_cost;
+    e.processing = c;
+    Action a(Action::Kind::kDescriptorsDone);
+    a.engine = &e;
+    a.chunk = c;
+    a.batch = c->batch;
+    schedule(now() + cost, a);
+  }
+}
+
+void Fabric::start_data(Engine& e, Chunk* c) {
+  Batch* b = c->batch;
+  ++e.in_flight;
+  c->sending = true;
+  // One flow per distinct (source memory, destination memory) pair in the chunk.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, double> groups;
+  for (std::size_t i = c->first; i < c->first + c->count; ++i) {
+    MemoryId s, d;
+    topology_->memory_at(b->descs[i].src_addr, &s);
+    topology_->memory_at(b->descs[i].dst_addr, &d);
+    groups[{s.index, d.index}] += static_cast<double>(b->descs[i].length);
+  }
+  std::vector<Route> routes;
+  for (const auto& [key, bytes] : groups) {
+    (void)bytes;
+    routes.push_back(topology_->route(MemoryId{key.first}, MemoryId{key.second}, e.ref.device, e.ref.engine));
+    for (std::uint32_t l : routes.back().links) {
+      if (!link_up(l)) {
+        c->links = routes.back().links;
+        fail_batch(b, "link '" + topology_->links()[l].name + "' is down");
+        return;
+      }
+    }
+  }
+  std::size_t k = 0;
+  for (const auto& [key, bytes] : groups) {
+    (void)key;
+    Route& r = routes[k++];
+    c->latency = std::max(c->latency, r.latency);
+    c->links.insert(c->links.end(), r.links.begin(), r.links.end());
+    const FluidNetwork::FlowId f = net_.add_flow(bytes, std::move(r.uses));
+    c->flows.push_back(f);
+    flow_owner_.emplace(f, c);
+    ++c->pending_flows;
+  }
+}
+
+void Fabric::on_flows_done(const std::vector<FluidNetwork::FlowId>& flows) {
+  for (FluidNetwork::FlowId f : flows) {
+    auto it = flow_owner_.find(f);
+    if (it == flow_owner_.end()) continue;
+    Chunk* c = it->second;
+    flow_owner_.erase(it);
+    ++stats_.flows_completed;
+    if (--c->pending_flows == 0) on_chunk_sent(c);
+  }
+}
+
+void Fabric::on_chunk_sent(Chunk* c) {
+  Batch* b = c->batch;
+  Engine& e = *b->engine;
+  c->sending = false;
+  c->flows.clear();
+  --e.in_flight;
+  b->outcome.landed_bytes += c->bytes;  // committed: its bytes are on the wire and will land
+  Action a(Action::Kind::kArrive);
+  a.chunk = c;
+  a.batch = b;
+  schedule(now() + c->latency, a);
+  if (e.blocked != nullptr) {
+    Chunk* next = e.blocked;
+    e.blocked = nullptr;
+    start_data(e, next);
+  }
+  try_process(e);
+}
+
+void Fabric::land(Chunk* c) {
+  Batch* b = c->batch;
+  for (std::size_t i = c->first; i < c->first + c->count; ++i) {
+    const CopyDescriptor& d = b->descs[i];
+    MemoryId s, t;
+    topology_->memory_at(d.src_addr, &s);
+    topology_->memory_at(d.dst_addr, &t);
+    Hbm::copy(topology_->memory(s), d.src_addr, topology_->memory(t), d.dst_addr, d.length);
+  }
+  if (++b->chunks_landed == b->chunks.size() && !b->failed) {
+    b->outcome.ok = true;
+    b->outcome.finished = now();
+    finish_batch(b);
+  }
+}
+
+void Fabric::fail_batch(Batch* b, const std::string& why) {
+  if (b->failed) return;
+  b->failed = true;
+  ++stats_.batches_failed;
+  Engine& e = *b->engine;
+  for (auto& c : b->chunks) {
+    if (!c->sending) continue;
+    for (FluidNetwork::FlowId f : c->flows) {
+      if (flow_owner_.erase(f) > 0) net_.cancel_flow(f);
+    }
+    c->flows.clear();
+    c->pending_flows = 0;
+    c->sending = false;
+    --e.in_flight;
+  }
+  if (e.blocked != nullptr && e.blocked->batch == b) e.blocked = nullptr;
+  e.queue.erase(std::remove_if(e.queue.begin(), e.queue.end(), [b](const Chunk* c) { return c->batch == b; }),
+                e.queue.end());
+  b->outcome.ok = false;
+  b->outcome.error = why + " at " + format_time(now());
+  b->outcome.finished = now() + topology_->spec().fault_detection_time;
+  Action a(Action::Kind::kReport);
+  a.batch = b;
+  schedule(b->outcome.finished, a);
+  if (e.blocked != nullptr && e.in_flight < topology_->spec().dma.queue_depth) {
+    Chunk* next = e.blocked;
+    e.blocked = nullptr;
+    start_data(e, next);
+  }
+  try_process(e);
+}
+
+void Fabric::finish_batch(Batch* b) {
+  b->reported = true;
+  if (b->on_done) b->on_done(b->outcome);
+}
+
+void Fabric::apply_link_event(std::uint32_t link, LinkEvent ev) {
+  const Link& l = topology_->links()[link];
+  switch (ev.kind) {
+    case LinkEvent::Kind::kDown: {
+      link_state_[link] = 0;
+      std::vector<Batch*> hit;
+      for (const auto& [flow, chunk] : flow_owner_) {
+        (void)flow;
+        if (std::find(chunk->links.begin(), chunk->links.end(), link) != chunk->links.end() &&
+            std::find(hit.begin(), hit.end(), chunk->batch) == hit.end()) {
+          hit.push_back(chunk->batch);
+        }
+      }
+      std::sort(hit.begin(), hit.end(), [](const Batch* x, const Batch* y) { return x->id < y->id; });
+      for (Batch* b : hit) fail_batch(b, "link '" + l.name + "' went down");
+      return;
+    }
+    case LinkEvent::Kind::kUp:
+      link_state_[link] = 1.0;
+      break;
+    case LinkEvent::Kind::kDegrade:
+      link_state_[link] = ev.factor;
+      break;
+  }
+  net_.set_capacity(l.forward, l.nominal_effective * link_state_[link]);
+  net_.set_capacity(l.backward, l.nominal_effective * link_state_[link]);
+}
+
+void Fabric::run() {
+  ++stats_.activations;
+  in_run_ = true;
+  wake_time_ = FluidNetwork::kNever;
+  const SimTime t = now();
+  net_.advance_to(t);
+  for (;;) {
+    if (net_.next_completion() <= t) {
+      on_flows_done(net_.complete_until(t));
+      continue;
+    }
+    if (agenda_.empty() || agenda_.top().at > t) break;
+    Action a = agenda_.top();
+    agenda_.pop();
+    if (a.batch) --a.batch->refs;
+    switch (a.kind) {
+      case Action::Kind::kDescriptorsDone: {
+        Engine& e = *a.engine;
+        e.processing = nullptr;
+        if (!a.chunk->batch->failed) {
+          if (e.in_flight < topology_->spec().dma.queue_depth) {
+            start_data(e, a.chunk);
+          } else {
+            e.blocked = a.chunk;
+          }
+        }
+        if (e.blocked == nullptr) try_process(e);
+        break;
+      }
+      case Action::Kind::kArrive:
+        land(a.chunk);
+        break;
+      case Action::Kind::kReport:
+        finish_batch(a.batch);
+        break;
+      case Action::Kind::kLinkEvent:
+        apply_link_event(a.link, a.event);
+        break;
+    }
+    if (a.batch && a.batch->reported && a.batch->refs == 0) batches_.erase(a.batch->id);
+  }
+  in_run_ = false;
+  const SimTime next = std::min(net_.next_completion(), agenda_.empty() ? FluidNetwork::kNever : agenda_.top().at);
+  if (next != FluidNetwork::kNever) wake_at(next);
+}
+
+}  // namespace kvsim::model

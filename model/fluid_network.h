@@ -1,0 +1,163 @@
+// Flow-level (fluid) bandwidth sharing: max-min fair rates over shared resources, recomputed
+// only when a flow starts or ends or a capacity changes, with exact-picosecond completion times.
+// Pure C++ (no SystemC): the Fabric drives it from simulated time.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/units.h"
+
+namespace kvsim::model {
+
+/// A set of resources (HBM ports, DMA engines, link directions) and the flows crossing them.
+/// Rates are weighted max-min fair: each flow f gets rate x_f such that for every resource r,
+/// sum_f weight(f,r) * x_f <= capacity(r), and no x_f can grow without shrinking a smaller one.
+/// A flow may also carry its own rate cap. Deterministic: same calls, same results, bit for bit.
+class FluidNetwork {
+ public:
+  using ResourceId = std::uint32_t;
+  using FlowId = std::uint64_t;
+  static constexpr FlowId kNoFlow = std::numeric_limits<FlowId>::max();
+
+  /// One resource a flow crosses, and how many times its bytes count there (a copy inside one
+  /// HBM reads and writes it: weight 2).
+  struct Use {
+    ResourceId resource;
+    double weight = 1.0;
+  };
+
+  /// Adds a resource of `capacity` bytes/s (> 0). `name` is for traces and errors.
+  ResourceId add_resource(std::string name, Bandwidth capacity);
+  /// Changes a capacity (degrade/restore) at the current time; rates are recomputed.
+  void set_capacity(ResourceId r, Bandwidth capacity);
+  Bandwidth capacity(ResourceId r) const;
+  const std::string& resource_name(ResourceId r) const;
+  std::size_t resource_count() const;
+
+  /// Starts a flow of `bytes` (> 0) over `path` at the current time, optionally capped.
+  FlowId add_flow(double bytes, std::vector<Use> path,
+                  Bandwidth cap = std::numeric_limits<Bandwidth>::infinity());
+  /// Removes a flow before it completes (e.g. its link failed); returns bytes still unsent.
+  double cancel_flow(FlowId f);
+
+  /// Moves the clock to `now` (>= current time), draining bytes at the current rates.
+  void advance_to(SimTime now);
+  SimTime now() const;
+  /// Earliest completion time of any active flow (kNever if none).
+  SimTime next_completion() const;
+  /// Advances to next_completion() if it is <= `until` and returns the flows that finished then
+  /// (in ascending FlowId order), removing them; otherwise advances to `until` and returns {}.
+  std::vector<FlowId> complete_until(SimTime until);
+
+  Bandwidth rate(FlowId f) const;
+  double remaining_bytes(FlowId f) const;
+  bool active(FlowId f) const;
+  std::size_t active_flows() const;
+  /// Sum of weight*rate over the flows crossing r (its current load, bytes/s).
+  Bandwidth load(ResourceId r) const;
+  /// Bytes that have crossed r so far (weighted), for utilisation statistics.
+  double carried_bytes(ResourceId r) const;
+
+  static constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
+
+ private:
+  /// A flow crossing a resource. Member lists stay in ascending FlowId order.
+  struct Member {
+    FlowId id;
+    std::uint32_t slot;
+    double weight;
+  };
+  struct Resource {
+    std::string name;
+    Bandwidth capacity = 0;
+    Bandwidth load = 0;   ///< sum of weight*rate since `updated`
+    double carried = 0;   ///< weighted bytes up to `updated`
+    SimTime updated = 0;  ///< time of the last solve that touched this resource
+    std::vector<Member> members;
+    std::uint64_t mark = 0;  ///< solve epoch, for the component search
+    bool dirty = false;
+  };
+  /// Progressive-filling scratch of one resource (kept apart from Resource, for locality).
+  struct Fill {
+    double free_capacity = 0;
+    double unfrozen_weight = 0;
+    double share = 0;  ///< free_capacity / unfrozen_weight
+    double load = 0;   ///< weighted rates of the flows frozen so far
+    std::uint32_t unfrozen = 0;
+  };
+  struct Flow {
+    FlowId id = kNoFlow;   ///< kNoFlow marks a free slot
+    double remaining = 0;  ///< bytes left at `updated`
+    SimTime updated = 0;
+    SimTime completion = kNever;
+    Bandwidth rate = 0;
+    Bandwidth cap = 0;
+    std::uint64_t version = 0;  ///< bumped on every reschedule; stale heap entries differ
+    std::uint64_t mark = 0;
+    bool fresh = true;  ///< not yet given a rate
+    bool frozen = false;
+    Bandwidth new_rate = 0;
+    std::vector<Use> path;  ///< ascending resource, no duplicates
+  };
+  /// A scheduled completion; the heap is a min-heap on (time, id).
+  struct Event {
+    SimTime time;
+    FlowId id;
+    std::uint32_t slot;
+    std::uint64_t version;
+  };
+  struct EventLater;
+  /// Solver scratch list: storage only grows, so pushes need no capacity check.
+  template <typename T>
+  struct Scratch {
+    std::vector<T> items;
+    std::size_t size = 0;
+    void reset(std::size_t capacity) {
+      if (items.size() < capacity) items.resize(capacity);
+      size = 0;
+    }
+    void push(T x) { items[size++] = x; }
+    T* begin() { return items.data(); }
+    T* end() { return items.data() + size; }
+  };
+
+  std::uint32_t slot_of(FlowId f, const char* what) const;
+  void check_resource(ResourceId r, const char* what) const;
+  void mark_dirty(ResourceId r);
+  /// Brings f's remaining bytes to `now` at its current rate; `finished` drains it fully.
+  void drain(Flow& f, SimTime now, bool finished) const;
+  /// Unlinks a flow from its resources and frees its slot.
+  void retire(std::uint32_t slot);
+  void solve() const;  ///< recomputes the rates of every flow in components marked dirty
+  void fill() const;   ///< progressive filling over the component gathered by solve()
+  void freeze(std::uint32_t slot, double level, std::size_t& unfrozen) const;
+  /// Drops stale heap entries from the top; returns the earliest valid completion time.
+  SimTime peek() const;
+
+  // Rates are solved lazily, also from const queries, hence the mutable state.
+  mutable std::vector<Resource> resources_;
+  mutable std::vector<Flow> flows_;  ///< slots, reused through free_slots_
+  std::vector<std::uint32_t> free_slots_;
+  std::unordered_map<FlowId, std::uint32_t> slots_;  ///< active flows only; lookup, never iterated
+  mutable std::vector<Event> heap_;
+  mutable std::vector<ResourceId> dirty_resources_;
+  mutable std::vector<std::uint32_t> dirty_flows_;  ///< fresh flows with an empty path
+  mutable Scratch<ResourceId> comp_resources_;      ///< solve scratch, reused
+  mutable Scratch<std::uint32_t> comp_flows_;
+  mutable std::vector<Fill> fill_;  ///< indexed by ResourceId
+  mutable Scratch<ResourceId> active_resources_;
+  mutable Scratch<ResourceId> saturated_;
+  mutable Scratch<std::uint32_t> changed_;
+  mutable Scratch<std::uint32_t> capped_;
+  mutable Scratch<ResourceId> stack_;
+  mutable std::uint64_t epoch_ = 0;
+  SimTime now_ = 0;
+  FlowId next_id_ = 0;
+};
+
+}  // namespace kvsim::model

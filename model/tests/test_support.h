@@ -1,0 +1,52 @@
+// Helpers shared by model tests: a fresh kernel per test and a batch runner.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "model/fabric.h"
+#include "model/preset.h"
+#include "model/sim_kernel.h"
+
+namespace kvsim::model::testing {
+
+/// A fabric on a fresh SystemC kernel, built from a preset with overrides.
+class FabricFixture : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    fabric_.reset();
+    fresh_kernel();
+  }
+
+  /// Destroys the previous fabric inside its own kernel (modules must die with their context
+  /// current), then builds a new one on a fresh kernel.
+  Fabric& build(const std::string& preset, const std::vector<Override>& overrides = {}) {
+    fabric_.reset();
+    fresh_kernel();
+    spec_ = load_preset(preset, overrides);
+    fabric_ = std::make_unique<Fabric>("fabric", spec_);
+    return *fabric_;
+  }
+
+  /// Allocates `bytes` on a device's HBM (or a host memory) and returns the address.
+  std::uint64_t alloc(MemoryId m, std::uint64_t bytes) {
+    return fabric_->topology().memory(m).allocate(bytes, 2 << 20);
+  }
+
+  /// Posts `count` descriptors of `block` bytes from src to dst (contiguous runs) and records the
+  /// outcome into `out` when it ends.
+  std::uint64_t post_blocks(EngineRef engine, std::uint64_t src, std::uint64_t dst, std::uint64_t block,
+                            std::size_t count, std::optional<BatchOutcome>& out) {
+    std::vector<CopyDescriptor> descs;
+    for (std::size_t i = 0; i < count; ++i) descs.push_back({src + i * block, dst + i * block, block});
+    return fabric_->post(engine, std::move(descs), [&out](const BatchOutcome& o) { out = o; });
+  }
+
+  TopologySpec spec_;
+  std::unique_ptr<Fabric> fabric_;
+};
+
+}  // namespace kvsim::model::testing

@@ -1,0 +1,163 @@
+#include "model/topology.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "model/errors.h"
+#include "model/preset.h"
+
+namespace kvsim::model {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(Presets, EveryShippedPresetLoadsAndBuilds) {
+  const auto names = available_presets();
+  for (const char* want : {"atlas-a2", "atlas-a3", "cloudmatrix384", "dgx-h100", "dgx-h200"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  for (const auto& name : names) {
+    const TopologySpec spec = load_preset(name);
+    EXPECT_EQ(spec.name, name);
+    FluidNetwork net;
+    Topology topo(spec, net);
+    EXPECT_EQ(topo.memory_count(), static_cast<std::size_t>(topo.device_count() + spec.nodes));
+  }
+}
+
+TEST(Presets, UnknownPresetListsTheAvailableOnes) {
+  try {
+    load_preset("atlas-a9");
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnknownPreset);
+    EXPECT_NE(std::string(e.what()).find("atlas-a9"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("atlas-a2"), std::string::npos);
+  }
+}
+
+TEST(Presets, OverridesChangeOneValue) {
+  const TopologySpec spec = load_preset("atlas-a2", {{"scale_out.bandwidth", "400Gb/s"}, {"nodes", "4"}});
+  EXPECT_DOUBLE_EQ(spec.scale_out.bandwidth, 50e9);
+  EXPECT_EQ(spec.nodes, 4);
+  EXPECT_THROW(load_preset("atlas-a2", {{"scale_out.speed", "1"}}), ModelError);
+}
+
+// Bad values are reported with the file, the line and the dotted key.
+struct BadValue {
+  const char* key;
+  const char* value;
+  const char* expect;
+};
+
+class PresetBadValues : public ::testing::TestWithParam<BadValue> {};
+
+TEST_P(PresetBadValues, FailWithFileLineAndKey) {
+  const auto p = GetParam();
+  const std::string text = read_file(find_preset("atlas-a2"));
+  try {
+    parse_preset(text, "a2.yaml", {{p.key, p.value}});
+    FAIL() << p.key << "=" << p.value << " accepted";
+  } catch (const ModelError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::kPresetFormat) << what;
+    EXPECT_NE(what.find("a2.yaml"), std::string::npos) << what;
+    EXPECT_NE(what.find(p.expect), std::string::npos) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Model, PresetBadValues,
+    ::testing::Values(BadValue{"scale_up.bandwidth", "0GB/s", "scale_up.bandwidth"},
+                      BadValue{"scale_out.bandwidth", "-5Gb/s", "scale_out.bandwidth"},
+                      BadValue{"scale_out.bandwidth", "fast", "scale_out.bandwidth"},
+                      BadValue{"scale_up.efficiency", "1.5", "scale_up.efficiency"},
+                      BadValue{"hbm.capacity", "64 parsecs", "hbm.capacity"},
+                      BadValue{"dma.engines", "0", "dma.engines"},
+                      BadValue{"scale_up.type", "warp", "scale_up.type"},
+                      BadValue{"scale_up_nodes", "2", "mesh"}));
+
+TEST(Presets, UnknownAndMissingKeysNameTheLine) {
+  std::string text = read_file(find_preset("atlas-a2"));
+  try {
+    parse_preset(text + "turbo: true\n", "x.yaml");
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'turbo' is not a known key"), std::string::npos) << e.what();
+  }
+  const auto pos = text.find("latency: 2us");
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, 12, "latancy: 2us");
+  try {
+    parse_preset(text, "x.yaml");
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("scale_up.latency' is missing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("x.yaml:"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Topology, RoutesUseTheRightLinks) {
+  FluidNetwork net;
+  Topology a2(load_preset("atlas-a2"), net);
+  auto names = [&](const Route& r) {
+    std::vector<std::string> out;
+    for (auto l : r.links) out.push_back(a2.links()[l].name);
+    return out;
+  };
+  // Same node: the dedicated HCCS mesh link of the pair.
+  const Route intra = a2.route(a2.device_memory(1), a2.device_memory(5), 1, 0);
+  EXPECT_EQ(names(intra), std::vector<std::string>{"hccs n0d1-n0d5"});
+  EXPECT_EQ(intra.latency, a2.spec().scale_up.latency);
+  // Other node: source NIC out, destination NIC in.
+  const Route inter = a2.route(a2.device_memory(2), a2.device_memory(9), 9, 0);
+  EXPECT_EQ(names(inter), (std::vector<std::string>{"roce n0d2", "roce n1d1"}));
+  // Host memory goes over the device's PCIe link.
+  const Route h2d = a2.route(a2.host_memory(0), a2.device_memory(3), 3, 0);
+  EXPECT_EQ(names(h2d), std::vector<std::string>{"pcie n0d3"});
+  // Every mesh pair has its own link.
+  std::set<std::uint32_t> seen;
+  for (int i = 0; i < 8; ++i) {
+    for (int j = 0; j < 8; ++j) {
+      if (i != j) seen.insert(a2.route(a2.device_memory(i), a2.device_memory(j), i, 0).links.at(0));
+    }
+  }
+  EXPECT_EQ(seen.size(), 28u);
+}
+
+TEST(Topology, IntraRoceOptionMovesTrafficToNics) {
+  FluidNetwork net;
+  Topology a2(load_preset("atlas-a2", {{"scale_up_over_scale_out", "true"}}), net);
+  const Route r = a2.route(a2.device_memory(0), a2.device_memory(1), 0, 0);
+  EXPECT_EQ(a2.links()[r.links.at(0)].type, LinkType::kRoce);
+}
+
+TEST(Topology, SupernodeRoutesOverUbAcrossNodes) {
+  FluidNetwork net;
+  Topology cm(load_preset("cloudmatrix384"), net);
+  EXPECT_EQ(cm.device_count(), 768);
+  const Route r = cm.route(cm.device_memory(0), cm.device_memory(700), 0, 0);
+  EXPECT_EQ(cm.links()[r.links.at(0)].type, LinkType::kUb);
+}
+
+TEST(Topology, DevicesHaveDistinctIpsAndAddressRanges) {
+  FluidNetwork net;
+  Topology a3(load_preset("atlas-a3"), net);
+  EXPECT_EQ(a3.device_ip(0), "10.1.0.1");
+  EXPECT_EQ(a3.device_by_ip("10.1.0.17"), 16);
+  EXPECT_EQ(a3.device_by_ip("10.9.9.9"), -1);
+  MemoryId m;
+  ASSERT_NE(a3.memory_at(a3.memory(a3.device_memory(5)).base() + 100, &m), nullptr);
+  EXPECT_EQ(m, a3.device_memory(5));
+  EXPECT_THROW(a3.device_memory(32), ModelError);
+  EXPECT_THROW(a3.link_index("hccs n9d9"), ModelError);
+}
+
+}  // namespace
+}  // namespace kvsim::model

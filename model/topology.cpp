@@ -1,0 +1,257 @@
+#include "model/topology.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "model/errors.h"
+
+namespace kvsim::model {
+namespace {
+
+// Memories get disjoint absolute address ranges so that an address names its memory.
+constexpr std::uint64_t kMemoryStride = std::uint64_t{1} << 40;
+constexpr std::uint64_t kHostBase = std::uint64_t{1} << 55;  // above any device range
+
+std::uint32_t parse_ipv4(const std::string& text) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4 || a > 255 ||
+      b > 255 || c > 255 || d > 255) {
+    throw ModelError(ErrorKind::kInvalidArgument, "ip_base '" + text + "' is not a dotted IPv4 address");
+  }
+  return (a << 24) | (b << 16) | (c << 8) | d;
+}
+
+void check_link(const LinkSpec& l, const char* what) {
+  if (!(l.bandwidth > 0)) {
+    throw ModelError(ErrorKind::kInvalidArgument, std::string(what) + ".bandwidth must be > 0");
+  }
+  if (!(l.efficiency > 0 && l.efficiency <= 1)) {
+    throw ModelError(ErrorKind::kInvalidArgument,
+                     std::string(what) + ".efficiency must be in (0, 1], got " + std::to_string(l.efficiency));
+  }
+}
+
+}  // namespace
+
+const char* to_string(LinkType type) {
+  switch (type) {
+    case LinkType::kHccs: return "hccs";
+    case LinkType::kUb: return "ub";
+    case LinkType::kNvlink: return "nvlink";
+    case LinkType::kRoce: return "roce";
+    case LinkType::kInfiniband: return "ib";
+    case LinkType::kPcie: return "pcie";
+  }
+  return "?";
+}
+
+LinkType link_type_from_string(const std::string& text) {
+  for (LinkType t : {LinkType::kHccs, LinkType::kUb, LinkType::kNvlink, LinkType::kRoce,
+                     LinkType::kInfiniband, LinkType::kPcie}) {
+    if (text == to_string(t)) return t;
+  }
+  throw ModelError(ErrorKind::kPresetFormat,
+                   "link type '" + text + "' is not one of hccs, ub, nvlink, roce, ib, pcie");
+}
+
+void TopologySpec::validate() const {
+  auto require = [](bool ok, const std::string& msg) {
+    if (!ok) throw ModelError(ErrorKind::kInvalidArgument, msg);
+  };
+  require(nodes >= 1, "nodes must be >= 1, got " + std::to_string(nodes));
+  require(devices_per_node >= 1 && devices_per_node <= 64,
+          "devices_per_node must be in [1, 64], got " + std::to_string(devices_per_node));
+  require(scale_up_nodes >= 1, "scale_up_nodes must be >= 1");
+  require(hbm_capacity > 0 && hbm_capacity <= kMemoryStride, "hbm.capacity must be in (0, 1 TiB]");
+  require(hbm_bandwidth > 0, "hbm.bandwidth must be > 0");
+  require(host_capacity > 0 && host_capacity <= kMemoryStride, "host.capacity must be in (0, 1 TiB]");
+  require(host_bandwidth > 0, "host.bandwidth must be > 0");
+  require(dma.engines >= 1, "dma.engines must be >= 1");
+  require(dma.chunk_descriptors >= 1, "dma.chunk_descriptors must be >= 1");
+  require(dma.queue_depth >= 1, "dma.queue_depth must be >= 1");
+  require(dma.bandwidth > 0, "dma.bandwidth must be > 0");
+  check_link(scale_up, "scale_up");
+  check_link(scale_out, "scale_out");
+  check_link(host_link, "host_link");
+  require(!(scale_up.shape == FabricShape::kMesh && scale_up_nodes > 1),
+          "scale_up.shape mesh joins the devices of one node only: scale_up_nodes must be 1");
+  require(static_cast<std::uint64_t>(nodes) * devices_per_node < (kHostBase / kMemoryStride) - 1,
+          "nodes x devices_per_node must be < 32767 (address map)");
+  parse_ipv4(ip_base);
+}
+
+Topology::Topology(const TopologySpec& spec, FluidNetwork& net) : spec_(spec), net_(net) {
+  spec_.validate();
+  const int devices = device_count();
+  for (int d = 0; d < devices; ++d) {
+    const std::string name = device_name(d) + ".hbm";
+    memories_.push_back(std::make_unique<Hbm>(name, (static_cast<std::uint64_t>(d) + 1) * kMemoryStride,
+                                              spec_.hbm_capacity, spec_.hbm_bandwidth));
+    memory_info_.push_back({d, node_of(d), net_.add_resource(name, spec_.hbm_bandwidth)});
+  }
+  for (int n = 0; n < spec_.nodes; ++n) {
+    const std::string name = "n" + std::to_string(n) + ".host";
+    memories_.push_back(std::make_unique<Hbm>(name, kHostBase + static_cast<std::uint64_t>(n) * kMemoryStride,
+                                              spec_.host_capacity, spec_.host_bandwidth));
+    memory_info_.push_back({-1, n, net_.add_resource(name, spec_.host_bandwidth)});
+  }
+  for (int d = 0; d < devices; ++d) {
+    for (int e = 0; e < spec_.dma.engines; ++e) {
+      engines_.push_back(net_.add_resource(device_name(d) + ".dma" + std::to_string(e), spec_.dma.bandwidth));
+    }
+  }
+  const int dpn = spec_.devices_per_node;
+  if (spec_.scale_up.shape == FabricShape::kMesh) {
+    for (int n = 0; n < spec_.nodes; ++n) {
+      for (int i = 0; i < dpn; ++i) {
+        for (int j = i + 1; j < dpn; ++j) {
+          const std::string name = std::string(to_string(spec_.scale_up.type)) + " " +
+                                   device_name(n * dpn + i) + "-" + device_name(n * dpn + j);
+          mesh_links_.push_back(add_link(name, spec_.scale_up.type, spec_.scale_up));
+        }
+      }
+    }
+  } else {
+    for (int d = 0; d < devices; ++d) {
+      scale_up_ports_.push_back(add_link(std::string(to_string(spec_.scale_up.type)) + " " + device_name(d),
+                                         spec_.scale_up.type, spec_.scale_up));
+    }
+  }
+  for (int d = 0; d < devices; ++d) {
+    nics_.push_back(add_link(std::string(to_string(spec_.scale_out.type)) + " " + device_name(d),
+                             spec_.scale_out.type, spec_.scale_out));
+    pcie_.push_back(add_link(std::string(to_string(spec_.host_link.type)) + " " + device_name(d),
+                             spec_.host_link.type, spec_.host_link));
+  }
+}
+
+std::uint32_t Topology::add_link(std::string name, LinkType type, const LinkSpec& spec) {
+  Link l{name, type, spec.latency, spec.effective(), 0, 0};
+  l.forward = net_.add_resource(name + " >", spec.effective());
+  l.backward = net_.add_resource(name + " <", spec.effective());
+  links_.push_back(std::move(l));
+  return static_cast<std::uint32_t>(links_.size() - 1);
+}
+
+std::string Topology::device_name(int device) const {
+  return "n" + std::to_string(node_of(device)) + "d" + std::to_string(device % spec_.devices_per_node);
+}
+
+std::string Topology::device_ip(int device) const {
+  const std::uint32_t ip = parse_ipv4(spec_.ip_base) + static_cast<std::uint32_t>(device) + 1;
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
+         std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
+}
+
+int Topology::device_by_ip(const std::string& ip) const {
+  for (int d = 0; d < device_count(); ++d) {
+    if (device_ip(d) == ip) return d;
+  }
+  return -1;
+}
+
+MemoryId Topology::device_memory(int device) const {
+  if (device < 0 || device >= device_count()) {
+    throw ModelError(ErrorKind::kOutOfRange, "device " + std::to_string(device) + " does not exist (" +
+                                                 std::to_string(device_count()) + " devices)");
+  }
+  return MemoryId{static_cast<std::uint32_t>(device)};
+}
+
+MemoryId Topology::host_memory(int node) const {
+  if (node < 0 || node >= spec_.nodes) {
+    throw ModelError(ErrorKind::kOutOfRange, "node " + std::to_string(node) + " does not exist (" +
+                                                 std::to_string(spec_.nodes) + " nodes)");
+  }
+  return MemoryId{static_cast<std::uint32_t>(device_count() + node)};
+}
+
+const Hbm* Topology::memory_at(std::uint64_t addr, MemoryId* id) const {
+  for (std::size_t i = 0; i < memories_.size(); ++i) {
+    const Hbm& m = *memories_[i];
+    if (addr >= m.base() && addr - m.base() < m.capacity()) {
+      if (id) id->index = static_cast<std::uint32_t>(i);
+      return &m;
+    }
+  }
+  return nullptr;
+}
+
+FluidNetwork::ResourceId Topology::engine_resource(int device, int engine) const {
+  if (device < 0 || device >= device_count() || engine < 0 || engine >= spec_.dma.engines) {
+    throw ModelError(ErrorKind::kOutOfRange, "DMA engine " + std::to_string(engine) + " of device " +
+                                                 std::to_string(device) + " does not exist (" +
+                                                 std::to_string(spec_.dma.engines) + " engines per device)");
+  }
+  return engines_[static_cast<std::size_t>(device * spec_.dma.engines + engine)];
+}
+
+std::uint32_t Topology::link_index(const std::string& name) const {
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    if (links_[i].name == name) return static_cast<std::uint32_t>(i);
+  }
+  throw ModelError(ErrorKind::kOutOfRange,
+                   "no link named '" + name + "' (links are named like '" + links_.front().name +
+                       "', '" + links_.back().name + "')");
+}
+
+void Topology::append_link(Route& r, std::uint32_t link, bool forward) const {
+  const Link& l = links_[link];
+  r.uses.push_back({forward ? l.forward : l.backward, 1.0});
+  r.links.push_back(link);
+  r.latency += l.latency;
+}
+
+void Topology::route_devices(Route& r, int a, int b) const {
+  if (a == b) return;
+  const int dpn = spec_.devices_per_node;
+  const bool same_domain = node_of(a) / spec_.scale_up_nodes == node_of(b) / spec_.scale_up_nodes;
+  if (same_domain && !spec_.scale_up_over_scale_out) {
+    if (spec_.scale_up.shape == FabricShape::kMesh) {
+      const int i = std::min(a, b) % dpn, j = std::max(a, b) % dpn;
+      const int pairs_per_node = dpn * (dpn - 1) / 2;
+      const int index = node_of(a) * pairs_per_node + i * (2 * dpn - i - 1) / 2 + (j - i - 1);
+      append_link(r, mesh_links_[static_cast<std::size_t>(index)], a < b);
+    } else {
+      const std::uint32_t pa = scale_up_ports_[static_cast<std::size_t>(a)];
+      const std::uint32_t pb = scale_up_ports_[static_cast<std::size_t>(b)];
+      append_link(r, pa, true);
+      r.uses.push_back({links_[pb].backward, 1.0});
+      r.links.push_back(pb);  // the switch adds no latency of its own: counted once per path
+    }
+    return;
+  }
+  append_link(r, nics_[static_cast<std::size_t>(a)], true);
+  r.uses.push_back({links_[nics_[static_cast<std::size_t>(b)]].backward, 1.0});
+  r.links.push_back(nics_[static_cast<std::size_t>(b)]);
+}
+
+Route Topology::route(MemoryId src, MemoryId dst, int engine_device, int engine) const {
+  const MemoryInfo& s = memory_info_.at(src.index);
+  const MemoryInfo& d = memory_info_.at(dst.index);
+  Route r;
+  if (src == dst) {
+    r.uses.push_back({s.port, 2.0});  // a local copy reads and writes the same memory
+  } else {
+    r.uses.push_back({s.port, 1.0});
+    r.uses.push_back({d.port, 1.0});
+  }
+  r.uses.push_back({engine_resource(engine_device, engine), 1.0});
+  if (src == dst) return r;
+  // Host memory reaches the fabric through a device's PCIe link: the other end's device if it is
+  // on the same node, else the engine's device if it is there, else the node's first device.
+  auto proxy = [&](const MemoryInfo& host, const MemoryInfo& other) {
+    if (other.device >= 0 && other.node == host.node) return other.device;
+    if (node_of(engine_device) == host.node) return engine_device;
+    return host.node * spec_.devices_per_node;
+  };
+  const int a = s.device >= 0 ? s.device : proxy(s, d);
+  const int b = d.device >= 0 ? d.device : proxy(d, s);
+  if (s.device < 0) append_link(r, pcie_[static_cast<std::size_t>(a)], true);
+  route_devices(r, a, b);
+  if (d.device < 0) append_link(r, pcie_[static_cast<std::size_t>(b)], false);
+  return r;
+}
+
+}  // namespace kvsim::model

@@ -1,0 +1,151 @@
+// The hardware a simulation runs on: nodes, devices with their memories and DMA engines, links,
+// and routes between memories. Built from a TopologySpec (a preset file plus overrides).
+// Pure C++: the Fabric (SystemC) drives its resources through a FluidNetwork.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/fluid_network.h"
+#include "model/hbm.h"
+#include "model/units.h"
+
+namespace kvsim::model {
+
+/// Physical kind of a link; decides nothing by itself, but names tracks and routes in reports.
+enum class LinkType { kHccs, kUb, kNvlink, kRoce, kInfiniband, kPcie };
+const char* to_string(LinkType type);
+/// Parses "hccs", "ub", "nvlink", "roce", "ib", "pcie" (throws kPresetFormat).
+LinkType link_type_from_string(const std::string& text);
+
+/// How the devices of one scale-up domain are wired.
+enum class FabricShape {
+  kMesh,    ///< a dedicated link per device pair (Atlas 800 A2 HCCS full mesh)
+  kSwitch,  ///< one port per device into a non-blocking switch (A3/CloudMatrix UB, NVSwitch, RoCE)
+};
+
+/// One class of link: nominal per-direction bandwidth, one-way latency, achievable fraction.
+struct LinkSpec {
+  LinkType type = LinkType::kRoce;
+  FabricShape shape = FabricShape::kSwitch;
+  Bandwidth bandwidth = 0;  ///< per direction, per port (switch) or per device pair (mesh)
+  SimTime latency = 0;      ///< one way, added once per path segment
+  double efficiency = 1.0;  ///< achievable / nominal, in (0, 1]
+  Bandwidth effective() const { return bandwidth * efficiency; }
+};
+
+/// A DMA engine's cost model (DESIGN.md "per-descriptor cost is real").
+struct DmaSpec {
+  int engines = 1;                  ///< independent engines (queues) per device
+  SimTime descriptor_cost = 0;      ///< serial processing time per descriptor
+  SimTime batch_setup = 0;          ///< once per posted batch (doorbell, stream setup)
+  int chunk_descriptors = 32;       ///< descriptors fetched and processed as one unit
+  int queue_depth = 4;              ///< chunks whose data may be in flight at once per engine
+  Bandwidth bandwidth = 0;          ///< data throughput of one engine
+};
+
+/// Everything that describes a machine, as read from a preset and overrides.
+struct TopologySpec {
+  std::string name;
+  std::string description;
+  int nodes = 1;
+  int devices_per_node = 8;
+  int scale_up_nodes = 1;  ///< nodes sharing one scale-up fabric (CloudMatrix384: 48)
+  std::string device_kind = "npu";
+  std::uint64_t hbm_capacity = 0;
+  Bandwidth hbm_bandwidth = 0;
+  std::uint64_t host_capacity = 0;
+  Bandwidth host_bandwidth = 0;
+  DmaSpec dma;
+  LinkSpec scale_up;   ///< inside a scale-up domain (HCCS, UB, NVLink)
+  LinkSpec scale_out;  ///< between domains, one NIC per device (RoCE, InfiniBand)
+  LinkSpec host_link;  ///< host memory to device (PCIe)
+  bool scale_up_over_scale_out = false;  ///< route intra-domain traffic over NICs (HCCL_INTRA_ROCE_ENABLE)
+  SimTime fault_detection_time = kMs;    ///< a batch on a downed link fails this long after the fault
+  std::string ip_base = "10.0.0.0";      ///< device d gets ip_base + d + 1
+
+  /// Throws ModelError(kInvalidArgument) naming the first bad field.
+  void validate() const;
+};
+
+/// A memory endpoint: a device's HBM or a node's host DRAM.
+struct MemoryId {
+  std::uint32_t index = 0;  ///< into Topology::memories()
+  bool operator==(const MemoryId& o) const { return index == o.index; }
+  bool operator!=(const MemoryId& o) const { return index != o.index; }
+};
+
+/// One link of the built topology with its per-direction fluid resources.
+struct Link {
+  std::string name;  ///< "hccs n0d1-n0d2", "roce n1d0", "pcie n0d3"
+  LinkType type;
+  SimTime latency;
+  Bandwidth nominal_effective;  ///< bandwidth x efficiency when healthy
+  FluidNetwork::ResourceId forward;
+  FluidNetwork::ResourceId backward;
+};
+
+/// The resources one copy crosses, and its one-way latency.
+struct Route {
+  std::vector<FluidNetwork::Use> uses;
+  std::vector<std::uint32_t> links;  ///< indices into Topology::links()
+  SimTime latency = 0;
+};
+
+/// The built machine: memories, engines and links as FluidNetwork resources, and routes.
+class Topology {
+ public:
+  /// Builds every memory, engine and link of `spec` into `net`. Throws on an invalid spec.
+  Topology(const TopologySpec& spec, FluidNetwork& net);
+
+  const TopologySpec& spec() const { return spec_; }
+  int device_count() const { return spec_.nodes * spec_.devices_per_node; }
+  int node_of(int device) const { return device / spec_.devices_per_node; }
+  /// "n1d3": node 1, local device 3.
+  std::string device_name(int device) const;
+  /// Dotted IPv4 address of a device ("10.0.0.4").
+  std::string device_ip(int device) const;
+  /// Device with that IP, or -1.
+  int device_by_ip(const std::string& ip) const;
+
+  MemoryId device_memory(int device) const;
+  MemoryId host_memory(int node) const;
+  Hbm& memory(MemoryId m) { return *memories_.at(m.index); }
+  const Hbm& memory(MemoryId m) const { return *memories_.at(m.index); }
+  std::size_t memory_count() const { return memories_.size(); }
+  /// The memory whose address range holds `addr`, if any (addresses are globally unique).
+  const Hbm* memory_at(std::uint64_t addr, MemoryId* id = nullptr) const;
+
+  FluidNetwork::ResourceId engine_resource(int device, int engine) const;
+  const std::vector<Link>& links() const { return links_; }
+  /// Index of the link with this name; throws kOutOfRange listing the naming scheme.
+  std::uint32_t link_index(const std::string& name) const;
+
+  /// Path of a copy from `src` to `dst` carried out by `engine` of device `engine_device`.
+  Route route(MemoryId src, MemoryId dst, int engine_device, int engine) const;
+
+ private:
+  struct MemoryInfo {
+    int device;  ///< -1 for host memory
+    int node;
+    FluidNetwork::ResourceId port;
+  };
+  std::uint32_t add_link(std::string name, LinkType type, const LinkSpec& spec);
+  void append_link(Route& r, std::uint32_t link, bool forward) const;
+  void route_devices(Route& r, int a, int b) const;
+
+  TopologySpec spec_;
+  FluidNetwork& net_;
+  std::vector<std::unique_ptr<Hbm>> memories_;
+  std::vector<MemoryInfo> memory_info_;
+  std::vector<FluidNetwork::ResourceId> engines_;  ///< device * engines + engine
+  std::vector<Link> links_;
+  std::vector<std::uint32_t> mesh_links_;     ///< per node: local pair (i<j) -> link
+  std::vector<std::uint32_t> scale_up_ports_; ///< per device (switch shape)
+  std::vector<std::uint32_t> nics_;           ///< per device
+  std::vector<std::uint32_t> pcie_;           ///< per device
+};
+
+}  // namespace kvsim::model
