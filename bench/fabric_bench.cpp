@@ -41,7 +41,8 @@ double bare_kernel_events_per_second() {
     Ticker t("ticker", n);
     const auto start = std::chrono::steady_clock::now();
     sc_core::sc_start();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rates.push_back(static_cast<double>(t.count) / s);
   }
   std::sort(rates.begin(), rates.end());
@@ -61,12 +62,14 @@ void BM_ContentionMix(benchmark::State& state) {
     const auto start = std::chrono::steady_clock::now();
     fresh_kernel();
     // Enough engines and queue slots that `concurrency` flows really run at once.
-    const TopologySpec spec = load_preset("atlas-a2", {{"dma.engines", "16"}, {"dma.queue_depth", "64"}});
+    const TopologySpec spec =
+        load_preset("atlas-a2", {{"dma.engines", "16"}, {"dma.queue_depth", "64"}});
     Fabric fabric("fabric", spec);
     Topology& topo = fabric.topology();
     const int devices = topo.device_count();
     std::vector<std::uint64_t> base(static_cast<std::size_t>(devices));
-    for (int d = 0; d < devices; ++d) base[static_cast<std::size_t>(d)] = topo.memory(topo.device_memory(d)).allocate(1ull << 30);
+    for (int d = 0; d < devices; ++d)
+      base[static_cast<std::size_t>(d)] = topo.memory(topo.device_memory(d)).allocate(1ull << 30);
     std::mt19937_64 rng(12345);
     std::size_t posted = 0, done = 0, slot = 0;
     std::function<void()> post_one = [&] {
@@ -76,12 +79,13 @@ void BM_ContentionMix(benchmark::State& state) {
       const std::uint64_t len = (std::uint64_t{64} << 10) << (rng() % 6);  // 64 KiB .. 2 MiB
       const std::uint64_t off = (slot++ % 256) * (4ull << 20);
       ++posted;
-      fabric.post({s, static_cast<int>(posted % 16)},
-                  {{base[static_cast<std::size_t>(s)] + off, base[static_cast<std::size_t>(d)] + off, len}},
-                  [&](const BatchOutcome&) {
-                    ++done;
-                    if (posted < total) post_one();
-                  });
+      fabric.post(
+          {s, static_cast<int>(posted % 16)},
+          {{base[static_cast<std::size_t>(s)] + off, base[static_cast<std::size_t>(d)] + off, len}},
+          [&](const BatchOutcome&) {
+            ++done;
+            if (posted < total) post_one();
+          });
     };
     for (std::size_t i = 0; i < concurrency; ++i) post_one();
     sc_core::sc_start();
@@ -90,18 +94,25 @@ void BM_ContentionMix(benchmark::State& state) {
     flows += fabric.stats().flows_completed;
     activations += fabric.stats().activations;
   }
-  state.counters["flows/s"] = benchmark::Counter(static_cast<double>(flows), benchmark::Counter::kIsRate);
-  state.counters["activations/flow"] = static_cast<double>(activations) / static_cast<double>(flows);
+  state.counters["flows/s"] =
+      benchmark::Counter(static_cast<double>(flows), benchmark::Counter::kIsRate);
+  state.counters["activations/flow"] =
+      static_cast<double>(activations) / static_cast<double>(flows);
   // Cost of one completed flow, in units of bare kernel timed notifications.
   state.counters["bare_events/flow"] = wall / static_cast<double>(flows) * g_bare_rate;
 }
-BENCHMARK(BM_ContentionMix)->RangeMultiplier(4)->Range(1, 4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ContentionMix)
+    ->RangeMultiplier(4)
+    ->Range(1, 4096)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 
 int sc_main(int argc, char* argv[]) {
   g_bare_rate = bare_kernel_events_per_second();
-  std::printf("bare SystemC kernel: %.2f M timed notifications/s (median of 5)\n", g_bare_rate / 1e6);
+  std::printf("bare SystemC kernel: %.2f M timed notifications/s (median of 5)\n",
+              g_bare_rate / 1e6);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

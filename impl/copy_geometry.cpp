@@ -7,15 +7,20 @@ namespace kvsim::impl {
 
 namespace {
 
-std::string str(std::uint64_t v) { return std::to_string(v); }
+std::string str(std::uint64_t v) {
+  return std::to_string(v);
+}
 
 }  // namespace
 
 std::string_view to_string(CopyMode mode) {
   switch (mode) {
-    case CopyMode::kC2C: return "C2C";
-    case CopyMode::kC2B: return "C2B";
-    case CopyMode::kB2B: return "B2B";
+    case CopyMode::kC2C:
+      return "C2C";
+    case CopyMode::kC2B:
+      return "C2B";
+    case CopyMode::kB2B:
+      return "B2B";
   }
   return "?";
 }
@@ -105,16 +110,16 @@ void plan_c2b(const CacheGeometry& src, const LayerTransfer& layer,
   const std::uint64_t last_len = remainder > 0 ? remainder : bms;
   const std::uint64_t read_end = offset + (n - 1) * bms + last_len;
   if (read_end > src.tensor_size) {
-    throw_param_invalid("src_batch_index",
-                        "row " + str(layer.src_batch_index) + " with " + str(n) + " blocks of " +
-                            str(bms) + " bytes reads to byte " + str(read_end) +
-                            ", past the source tensor size " + str(src.tensor_size));
+    throw_param_invalid("src_batch_index", "row " + str(layer.src_batch_index) + " with " + str(n) +
+                                               " blocks of " + str(bms) + " bytes reads to byte " +
+                                               str(read_end) + ", past the source tensor size " +
+                                               str(src.tensor_size));
   }
   for (std::size_t i = 0; i < src_addrs.size(); ++i) {
     for (std::size_t j = 0; j < n; ++j) {
       const std::uint64_t len = (j == n - 1 && remainder > 0) ? remainder : bms;
-      out.push_back({src_addrs[i] + offset + j * bms,
-                     layer.dst_addrs[i] + layer.dst_blocks[j] * bms, len});
+      out.push_back(
+          {src_addrs[i] + offset + j * bms, layer.dst_addrs[i] + layer.dst_blocks[j] * bms, len});
     }
   }
 }
@@ -122,7 +127,8 @@ void plan_c2b(const CacheGeometry& src, const LayerTransfer& layer,
 void plan_b2b(const CacheGeometry& src, const LayerTransfer& layer,
               const std::vector<std::uint64_t>& src_addrs, std::vector<CopyDescriptor>& out) {
   if (src.num_blocks == 0) {
-    throw_param_invalid("src_cache", "src_block_indices given, but the source is not a blocks cache");
+    throw_param_invalid("src_cache",
+                        "src_block_indices given, but the source is not a blocks cache");
   }
   const std::vector<BlockRun> runs = find_block_runs(layer.src_blocks, layer.dst_blocks);
   // bms 0 (None) means "use the source block size"; a set bms must equal it (§3.4).
@@ -153,8 +159,8 @@ std::vector<CopyDescriptor> plan_layer_copy(const CacheGeometry& src, const Laye
   const std::uint64_t num_tensors = src.tensor_addrs.size();
   const std::uint64_t num_layers = num_tensors / tpl;
   if (layer.layer_index >= num_layers) {
-    throw_param_invalid("layer_index", str(layer.layer_index) + " out of range [0, " +
-                                           str(num_layers) + ")");
+    throw_param_invalid("layer_index",
+                        str(layer.layer_index) + " out of range [0, " + str(num_layers) + ")");
   }
   if (num_tensors % tpl != 0) {
     throw_param_invalid("src_cache", "num_tensors " + str(num_tensors) +
@@ -164,13 +170,20 @@ std::vector<CopyDescriptor> plan_layer_copy(const CacheGeometry& src, const Laye
     throw_param_invalid("dst_addrs", "expected " + str(tpl) + " addresses for the layer, got " +
                                          str(layer.dst_addrs.size()));
   }
-  const auto first = src.tensor_addrs.begin() + static_cast<std::ptrdiff_t>(layer.layer_index * tpl);
+  const auto first =
+      src.tensor_addrs.begin() + static_cast<std::ptrdiff_t>(layer.layer_index * tpl);
   const std::vector<std::uint64_t> src_addrs(first, first + static_cast<std::ptrdiff_t>(tpl));
   std::vector<CopyDescriptor> out;
   switch (copy_mode(layer.src_blocks, layer.dst_blocks)) {
-    case CopyMode::kC2C: plan_c2c(src, layer, src_addrs, out); break;
-    case CopyMode::kC2B: plan_c2b(src, layer, src_addrs, out); break;
-    case CopyMode::kB2B: plan_b2b(src, layer, src_addrs, out); break;
+    case CopyMode::kC2C:
+      plan_c2c(src, layer, src_addrs, out);
+      break;
+    case CopyMode::kC2B:
+      plan_c2b(src, layer, src_addrs, out);
+      break;
+    case CopyMode::kB2B:
+      plan_b2b(src, layer, src_addrs, out);
+      break;
   }
   return out;
 }
@@ -194,10 +207,9 @@ std::vector<std::uint64_t> resolve_remote_dst_addrs(const CacheGeometry& local,
   }
   if (target.dst_blocks.empty()) {
     if (target.dst_batch_index >= remote.batch_size) {
-      throw_param_invalid("cache_key.batch_index", str(target.dst_batch_index) +
-                                                       " out of range [0, " +
-                                                       str(remote.batch_size) +
-                                                       ") of the remote cache");
+      throw_param_invalid("cache_key.batch_index",
+                          str(target.dst_batch_index) + " out of range [0, " +
+                              str(remote.batch_size) + ") of the remote cache");
     }
   } else {
     const std::uint64_t max_block =

@@ -9,14 +9,13 @@ void throw_param_invalid(std::string argument, std::string rule) {
 }
 
 void throw_none(std::string argument, std::string_view expected_type) {
-  throw TypeError(std::move(argument),
-                  "must be " + std::string(expected_type) + ", got None");
+  throw TypeError(std::move(argument), "must be " + std::string(expected_type) + ", got None");
 }
 
 namespace {
 
-void check_range(const std::string& argument, std::int64_t value, std::int64_t lo,
-                 std::int64_t hi, const char* type_name) {
+void check_range(const std::string& argument, std::int64_t value, std::int64_t lo, std::int64_t hi,
+                 const char* type_name) {
   if (value < lo || value > hi) {
     throw ValueError(argument, std::to_string(value) + " is not a " + type_name + " value");
   }

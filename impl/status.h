@@ -49,7 +49,9 @@ enum class LLMStatusCode : std::int64_t {
 };
 
 /// The numeric value of a code.
-constexpr std::int64_t to_int(LLMStatusCode code) { return static_cast<std::int64_t>(code); }
+constexpr std::int64_t to_int(LLMStatusCode code) {
+  return static_cast<std::int64_t>(code);
+}
 
 /// The enum name ("LLM_PARAM_INVALID"); the C++-only codes 20–23 give their C++ names.
 std::string_view to_string(LLMStatusCode code);

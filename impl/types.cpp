@@ -12,67 +12,100 @@ namespace kvsim::impl {
 
 std::string_view to_string(LLMRole role) {
   switch (role) {
-    case LLMRole::PROMPT: return "PROMPT";
-    case LLMRole::DECODER: return "DECODER";
-    case LLMRole::MIX: return "MIX";
+    case LLMRole::PROMPT:
+      return "PROMPT";
+    case LLMRole::DECODER:
+      return "DECODER";
+    case LLMRole::MIX:
+      return "MIX";
   }
   return "?";
 }
 
 std::string_view to_string(Placement placement) {
   switch (placement) {
-    case Placement::HOST: return "HOST";
-    case Placement::DEVICE: return "DEVICE";
+    case Placement::HOST:
+      return "HOST";
+    case Placement::DEVICE:
+      return "DEVICE";
   }
   return "?";
 }
 
 std::string_view to_string(Memtype memtype) {
   switch (memtype) {
-    case Memtype::MEM_TYPE_DEVICE: return "MEM_TYPE_DEVICE";
-    case Memtype::MEM_TYPE_HOST: return "MEM_TYPE_HOST";
+    case Memtype::MEM_TYPE_DEVICE:
+      return "MEM_TYPE_DEVICE";
+    case Memtype::MEM_TYPE_HOST:
+      return "MEM_TYPE_HOST";
   }
   return "?";
 }
 
 std::string_view to_string(RegisterMemStatus status) {
   switch (status) {
-    case RegisterMemStatus::OK: return "OK";
-    case RegisterMemStatus::PREPARING: return "PREPARING";
-    case RegisterMemStatus::FAILED: return "FAILED";
+    case RegisterMemStatus::OK:
+      return "OK";
+    case RegisterMemStatus::PREPARING:
+      return "PREPARING";
+    case RegisterMemStatus::FAILED:
+      return "FAILED";
   }
   return "?";
 }
 
 std::string_view to_string(DataType data_type) {
   switch (data_type) {
-    case DataType::DT_FLOAT: return "DT_FLOAT";
-    case DataType::DT_FLOAT16: return "DT_FLOAT16";
-    case DataType::DT_INT8: return "DT_INT8";
-    case DataType::DT_INT32: return "DT_INT32";
-    case DataType::DT_UINT8: return "DT_UINT8";
-    case DataType::DT_INT16: return "DT_INT16";
-    case DataType::DT_UINT16: return "DT_UINT16";
-    case DataType::DT_UINT32: return "DT_UINT32";
-    case DataType::DT_INT64: return "DT_INT64";
-    case DataType::DT_UINT64: return "DT_UINT64";
-    case DataType::DT_DOUBLE: return "DT_DOUBLE";
-    case DataType::DT_BOOL: return "DT_BOOL";
-    case DataType::DT_STRING: return "DT_STRING";
-    case DataType::DT_BF16: return "DT_BF16";
+    case DataType::DT_FLOAT:
+      return "DT_FLOAT";
+    case DataType::DT_FLOAT16:
+      return "DT_FLOAT16";
+    case DataType::DT_INT8:
+      return "DT_INT8";
+    case DataType::DT_INT32:
+      return "DT_INT32";
+    case DataType::DT_UINT8:
+      return "DT_UINT8";
+    case DataType::DT_INT16:
+      return "DT_INT16";
+    case DataType::DT_UINT16:
+      return "DT_UINT16";
+    case DataType::DT_UINT32:
+      return "DT_UINT32";
+    case DataType::DT_INT64:
+      return "DT_INT64";
+    case DataType::DT_UINT64:
+      return "DT_UINT64";
+    case DataType::DT_DOUBLE:
+      return "DT_DOUBLE";
+    case DataType::DT_BOOL:
+      return "DT_BOOL";
+    case DataType::DT_STRING:
+      return "DT_STRING";
+    case DataType::DT_BF16:
+      return "DT_BF16";
   }
   return "?";
 }
 
-bool is_valid(LLMRole role) { return to_string(role) != "?"; }
-bool is_valid(Placement placement) { return to_string(placement) != "?"; }
-bool is_valid(DataType data_type) { return to_string(data_type) != "?"; }
+bool is_valid(LLMRole role) {
+  return to_string(role) != "?";
+}
+bool is_valid(Placement placement) {
+  return to_string(placement) != "?";
+}
+bool is_valid(DataType data_type) {
+  return to_string(data_type) != "?";
+}
 
 RegisterMemStatus register_mem_status_from_int(std::int64_t value) {
   switch (value) {
-    case 0: return RegisterMemStatus::OK;
-    case 1: return RegisterMemStatus::PREPARING;
-    default: return RegisterMemStatus::FAILED;
+    case 0:
+      return RegisterMemStatus::OK;
+    case 1:
+      return RegisterMemStatus::PREPARING;
+    default:
+      return RegisterMemStatus::FAILED;
   }
 }
 
@@ -80,22 +113,27 @@ std::uint32_t element_size(DataType data_type) {
   switch (data_type) {
     case DataType::DT_INT8:
     case DataType::DT_UINT8:
-    case DataType::DT_BOOL: return 1;
+    case DataType::DT_BOOL:
+      return 1;
     case DataType::DT_FLOAT16:
     case DataType::DT_BF16:
     case DataType::DT_INT16:
-    case DataType::DT_UINT16: return 2;
+    case DataType::DT_UINT16:
+      return 2;
     case DataType::DT_FLOAT:
     case DataType::DT_INT32:
-    case DataType::DT_UINT32: return 4;
+    case DataType::DT_UINT32:
+      return 4;
     case DataType::DT_INT64:
     case DataType::DT_UINT64:
-    case DataType::DT_DOUBLE: return 8;
-    case DataType::DT_STRING: return 16;
+    case DataType::DT_DOUBLE:
+      return 8;
+    case DataType::DT_STRING:
+      return 16;
   }
-  throw_param_invalid("data_type", "data type " +
-                                       std::to_string(static_cast<std::int32_t>(data_type)) +
-                                       " is not supported");
+  throw_param_invalid(
+      "data_type",
+      "data type " + std::to_string(static_cast<std::int32_t>(data_type)) + " is not supported");
 }
 
 std::int64_t LayerRange::size() const {
@@ -130,8 +168,8 @@ void check_layer_range(const std::string& argument, const std::optional<LayerRan
   }
 }
 
-CacheDesc::CacheDesc(std::int64_t num_tensors, std::vector<std::int64_t> shape,
-                     DataType data_type, Placement placement, std::int64_t batch_dim_index,
+CacheDesc::CacheDesc(std::int64_t num_tensors, std::vector<std::int64_t> shape, DataType data_type,
+                     Placement placement, std::int64_t batch_dim_index,
                      std::int64_t seq_len_dim_index, std::optional<std::string> kv_tensor_format)
     : shape_(std::move(shape)),
       data_type_(data_type),
@@ -142,24 +180,24 @@ CacheDesc::CacheDesc(std::int64_t num_tensors, std::vector<std::int64_t> shape,
   check_uint32("cache_desc.num_tensors", num_tensors);
   num_tensors_ = static_cast<std::uint32_t>(num_tensors);
   if (!is_valid(data_type)) {
-    throw TypeError("cache_desc.data_type", "must be a DataType, got " +
-                                                std::to_string(static_cast<int>(data_type)));
+    throw TypeError("cache_desc.data_type",
+                    "must be a DataType, got " + std::to_string(static_cast<int>(data_type)));
   }
   if (!is_valid(placement)) {
-    throw TypeError("cache_desc.placement", "must be a Placement, got " +
-                                                std::to_string(static_cast<int>(placement)));
+    throw TypeError("cache_desc.placement",
+                    "must be a Placement, got " + std::to_string(static_cast<int>(placement)));
   }
   check_int32("cache_desc.seq_len_dim_index", seq_len_dim_index);
   const auto rank = static_cast<std::int64_t>(shape_.size());
   if (batch_dim_index < 0 || batch_dim_index >= rank) {
-    throw_param_invalid("cache_desc.batch_dim_index",
-                        std::to_string(batch_dim_index) + " out of range [0, " +
-                            std::to_string(rank) + ")");
+    throw_param_invalid(
+        "cache_desc.batch_dim_index",
+        std::to_string(batch_dim_index) + " out of range [0, " + std::to_string(rank) + ")");
   }
   if (seq_len_dim_index != -1 && (seq_len_dim_index < 0 || seq_len_dim_index >= rank)) {
-    throw_param_invalid("cache_desc.seq_len_dim_index",
-                        std::to_string(seq_len_dim_index) + " must be -1 or in [0, " +
-                            std::to_string(rank) + ")");
+    throw_param_invalid(
+        "cache_desc.seq_len_dim_index",
+        std::to_string(seq_len_dim_index) + " must be -1 or in [0, " + std::to_string(rank) + ")");
   }
 }
 
@@ -242,9 +280,8 @@ void TransferWithCacheKeyConfig::set_dst_layer_range(std::optional<LayerRange> r
 void TransferWithCacheKeyConfig::set_src_batch_index(std::int64_t index) {
   check_uint32("src_batch_index", index);
   if (std::holds_alternative<BlocksCacheKey>(cache_key_) && index != 0) {
-    throw_param_invalid("src_batch_index",
-                        "must be 0 when cache_key is a BlocksCacheKey, got " +
-                            std::to_string(index));
+    throw_param_invalid("src_batch_index", "must be 0 when cache_key is a BlocksCacheKey, got " +
+                                               std::to_string(index));
   }
   src_batch_index_ = static_cast<std::uint32_t>(index);
 }
@@ -314,8 +351,8 @@ void LLMClusterInfo::append_remote_ip_info(std::uint32_t ip, std::int64_t port) 
 
 void LLMConfig::set_device_id(std::int64_t device_id) {
   if (device_id < 0) {
-    throw_param_invalid("device_id", "should be greater than or equal to zero, got " +
-                                         std::to_string(device_id));
+    throw_param_invalid(
+        "device_id", "should be greater than or equal to zero, got " + std::to_string(device_id));
   }
   check_int32("device_id", device_id);
   device_id_ = static_cast<std::int32_t>(device_id);
@@ -364,8 +401,8 @@ void LLMConfig::set_sync_kv_timeout(const std::string& millis) {
 
 void LLMConfig::set_link_total_time(std::int64_t seconds) {
   if (seconds < 0 || seconds > static_cast<std::int64_t>(UINT32_MAX)) {
-    throw_param_invalid("link_total_time", "should be an integer between [0, 2^32-1], got " +
-                                               std::to_string(seconds));
+    throw_param_invalid("link_total_time",
+                        "should be an integer between [0, 2^32-1], got " + std::to_string(seconds));
   }
   link_total_time_ = seconds;
 }
@@ -420,7 +457,8 @@ std::map<std::string, std::string> LLMConfig::generate_options() const {
   if (!buf_pool_cfg_.empty()) options[kOptionBufPoolCfg] = buf_pool_cfg_;
   if (!mem_pool_cfg_.empty()) options[kOptionMemPoolConfig] = mem_pool_cfg_;
   if (!host_mem_pool_cfg_.empty()) options[kOptionHostMemPoolConfig] = host_mem_pool_cfg_;
-  if (enable_cache_manager_) options[kOptionEnableCacheManager] = *enable_cache_manager_ ? "1" : "0";
+  if (enable_cache_manager_)
+    options[kOptionEnableCacheManager] = *enable_cache_manager_ ? "1" : "0";
   if (enable_remote_cache_accessible_) {
     options[kOptionEnableRemoteCacheAccessible] = *enable_remote_cache_accessible_ ? "1" : "0";
   }
@@ -440,8 +478,7 @@ std::map<std::string, std::string> LLMConfig::generate_options() const {
 
 namespace {
 
-const std::string* find_option(const std::map<std::string, std::string>& options,
-                               const char* key) {
+const std::string* find_option(const std::map<std::string, std::string>& options, const char* key) {
   const auto it = options.find(key);
   return it == options.end() ? nullptr : &it->second;
 }
@@ -451,8 +488,8 @@ std::int64_t int_option(const char* key, const std::string& text, std::int64_t l
                         std::int64_t hi) {
   const std::optional<std::int64_t> value = parse_int(text);
   if (!value || *value < lo || *value > hi) {
-    throw_param_invalid(key, "\"" + text + "\" is not an integer in [" + std::to_string(lo) +
-                                 ", " + std::to_string(hi) + "]");
+    throw_param_invalid(key, "\"" + text + "\" is not an integer in [" + std::to_string(lo) + ", " +
+                                 std::to_string(hi) + "]");
   }
   return *value;
 }
@@ -551,8 +588,8 @@ EngineOptions parse_engine_options(const std::map<std::string, std::string>& opt
       throw_param_invalid(kOptionSyncKvCacheWaitTime,
                           "\"" + *text + "\" is not a positive integer (milliseconds)");
     }
-    out.sync_kv_timeout_ms = static_cast<std::int32_t>(int_option(
-        kOptionSyncKvCacheWaitTime, *text, 1, std::numeric_limits<std::int32_t>::max()));
+    out.sync_kv_timeout_ms = static_cast<std::int32_t>(
+        int_option(kOptionSyncKvCacheWaitTime, *text, 1, std::numeric_limits<std::int32_t>::max()));
   }
 
   const std::string* listen = find_option(options, kOptionListenIpInfo);
@@ -595,10 +632,12 @@ EngineOptions parse_engine_options(const std::map<std::string, std::string>& opt
   }
   if (const std::string* text = find_option(options, kOptionLinkTotalTime)) {
     const auto seconds = int_option(kOptionLinkTotalTime, *text, 0, UINT32_MAX);
-    out.link_total_time_s = seconds == 0 ? kHcclConnectTimeoutS : static_cast<std::uint32_t>(seconds);
+    out.link_total_time_s =
+        seconds == 0 ? kHcclConnectTimeoutS : static_cast<std::uint32_t>(seconds);
   }
   if (const std::string* text = find_option(options, kOptionLinkRetryCount)) {
-    out.link_retry_count = static_cast<std::uint32_t>(int_option(kOptionLinkRetryCount, *text, 1, 100));
+    out.link_retry_count =
+        static_cast<std::uint32_t>(int_option(kOptionLinkRetryCount, *text, 1, 100));
   }
   if (const std::string* text = find_option(options, kOptionRdmaTrafficClass)) {
     const auto value = int_option(kOptionRdmaTrafficClass, *text, 0, 255);
@@ -608,7 +647,8 @@ EngineOptions parse_engine_options(const std::map<std::string, std::string>& opt
     out.rdma_traffic_class = static_cast<std::uint32_t>(value);
   }
   if (const std::string* text = find_option(options, kOptionRdmaServiceLevel)) {
-    out.rdma_service_level = static_cast<std::uint32_t>(int_option(kOptionRdmaServiceLevel, *text, 0, 7));
+    out.rdma_service_level =
+        static_cast<std::uint32_t>(int_option(kOptionRdmaServiceLevel, *text, 0, 7));
   }
   if (const std::string* text = find_option(options, kOptionTransferBackend)) {
     out.transfer_backend = *text;

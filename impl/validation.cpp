@@ -1,12 +1,15 @@
 #include "impl/validation.h"
 
+#include <algorithm>
 #include <string>
 
 namespace kvsim::impl {
 
 namespace {
 
-std::string str(std::int64_t v) { return std::to_string(v); }
+std::string str(std::int64_t v) {
+  return std::to_string(v);
+}
 
 // Runs fn and re-raises its error with `prefix` in front of the argument path.
 template <class Fn>
@@ -65,8 +68,7 @@ std::uint32_t checked_tensor_num_per_layer(std::int64_t tpl, std::uint32_t num_t
 void check_tpl_divides(std::uint32_t tpl, std::uint32_t num_tensors) {
   if (tpl > num_tensors || num_tensors % tpl != 0) {
     throw_param_invalid("tensor_num_per_layer", str(tpl) + " must be in [1, " + str(num_tensors) +
-                                                    "] and divide num_tensors " +
-                                                    str(num_tensors));
+                                                    "] and divide num_tensors " + str(num_tensors));
   }
 }
 
@@ -76,16 +78,18 @@ void check_range_within(const std::string& argument, const LayerRange& range,
     throw_param_invalid(argument, "start " + str(range.start) + " is negative");
   }
   if (range.start >= range.stop) {
-    throw_param_invalid(argument, "start " + str(range.start) + " is not below stop " +
-                                      str(range.stop));
+    throw_param_invalid(argument,
+                        "start " + str(range.start) + " is not below stop " + str(range.stop));
   }
   if (range.stop > num_layers) {
-    throw_param_invalid(argument, "stop " + str(range.stop) + " exceeds num_layers " +
-                                      str(num_layers));
+    throw_param_invalid(argument,
+                        "stop " + str(range.stop) + " exceeds num_layers " + str(num_layers));
   }
 }
 
-bool is_invalid_id(std::uint64_t id) { return id == kInvalidId; }
+bool is_invalid_id(std::uint64_t id) {
+  return id == kInvalidId;
+}
 
 }  // namespace
 
@@ -152,9 +156,9 @@ TransferCachePlan validate_transfer_cache_async(const TransferCacheArgs& args,
 
   // The last rule of item 3, which the source checks after item 4.
   if (dst_blocks.empty() && args.dst_block_memory_size && *args.dst_block_memory_size != 0) {
-    throw_param_invalid("dst_block_memory_size",
-                        str(*args.dst_block_memory_size) +
-                            " is neither None nor 0 while dst is not blocks");
+    throw_param_invalid(
+        "dst_block_memory_size",
+        str(*args.dst_block_memory_size) + " is neither None nor 0 while dst is not blocks");
   }
 
   // Item 5.
@@ -176,9 +180,9 @@ TransferCachePlan validate_transfer_cache_async(const TransferCacheArgs& args,
     const std::uint32_t batch_index = src_batch_index_of(config);
     if (!src_blocks.empty()) {
       if (batch_index != 0) {
-        throw_param_invalid(path + "src_batch_index",
-                            "must be 0 while src is blocks (src_block_indices given), got " +
-                                str(batch_index));
+        throw_param_invalid(
+            path + "src_batch_index",
+            "must be 0 while src is blocks (src_block_indices given), got " + str(batch_index));
       }
       if (!(batch_index < src.desc.batch_size())) {
         throw_param_invalid(path + "src_batch_index", str(batch_index) + " out of range [0, " +
@@ -203,8 +207,7 @@ TransferCachePlan validate_transfer_cache_async(const TransferCacheArgs& args,
   plan.mode = copy_mode(src_blocks, dst_blocks);
   plan.src_blocks = src_blocks;
   plan.dst_blocks = dst_blocks;
-  plan.dst_block_memory_size =
-      static_cast<std::uint64_t>(args.dst_block_memory_size.value_or(0));
+  plan.dst_block_memory_size = static_cast<std::uint64_t>(args.dst_block_memory_size.value_or(0));
   plan.wait_timeout_code =
       v1 ? LLMStatusCode::LLM_WAIT_PROCESS_TIMEOUT : LLMStatusCode::LLM_TIMEOUT;
   return plan;
@@ -215,17 +218,17 @@ LayerTransfer make_layer_transfer(const TransferCachePlan& plan, const TransferC
   if (!config.src_layer_range() || !config.src_layer_range()->contains(src_layer)) {
     throw_param_invalid("src_layer", str(src_layer) + " is not in the config's src_layer_range");
   }
-  const auto first = static_cast<std::size_t>((src_layer - config.src_layer_range()->start) *
-                                              kTensorsPerLayer);
+  const auto first =
+      static_cast<std::size_t>((src_layer - config.src_layer_range()->start) * kTensorsPerLayer);
   if (first + kTensorsPerLayer > config.dst_addrs().size()) {
     throw_param_invalid("dst_addrs", "has no address pair for layer " + str(src_layer));
   }
   LayerTransfer layer;
   layer.layer_index = static_cast<std::uint64_t>(src_layer);
   layer.tensor_num_per_layer = kTensorsPerLayer;
-  layer.dst_addrs.assign(config.dst_addrs().begin() + static_cast<std::ptrdiff_t>(first),
-                         config.dst_addrs().begin() +
-                             static_cast<std::ptrdiff_t>(first + kTensorsPerLayer));
+  layer.dst_addrs.assign(
+      config.dst_addrs().begin() + static_cast<std::ptrdiff_t>(first),
+      config.dst_addrs().begin() + static_cast<std::ptrdiff_t>(first + kTensorsPerLayer));
   layer.src_batch_index = config.src_batch_index();
   layer.src_blocks = plan.src_blocks;
   layer.dst_blocks = plan.dst_blocks;
@@ -241,10 +244,9 @@ void check_cache_key_for_pull(const std::string& argument, const CacheKey& key) 
                         "one of req_id and prefix_id should contain a valid value [0, 2**64-1)");
   }
   if (req_valid && prefix_valid) {
-    throw_param_invalid(argument,
-                        "only one of req_id and prefix_id should contain a valid value, req_id " +
-                            std::to_string(key.req_id) + ", prefix_id " +
-                            std::to_string(key.prefix_id));
+    throw_param_invalid(
+        argument, "only one of req_id and prefix_id should contain a valid value, req_id " +
+                      std::to_string(key.req_id) + ", prefix_id " + std::to_string(key.prefix_id));
   }
 }
 
@@ -280,8 +282,8 @@ TensorIndices layer_range_to_tensor_indices(const std::optional<LayerRange>& src
 
 PullCachePlan validate_pull_cache(const PullCacheArgs& args, bool remote_cache_accessible) {
   if (!args.cache_key) {
-    throw_none("cache_key",
-               remote_cache_accessible ? "CacheKeyByIdAndIndex" : "CacheKey or CacheKeyByIdAndIndex");
+    throw_none("cache_key", remote_cache_accessible ? "CacheKeyByIdAndIndex"
+                                                    : "CacheKey or CacheKeyByIdAndIndex");
   }
   if (remote_cache_accessible && std::holds_alternative<CacheKey>(*args.cache_key)) {
     throw TypeError("cache_key",
@@ -340,8 +342,8 @@ PullBlocksPlan validate_pull_blocks(const PullBlocksArgs& args) {
   plan.tensor_indices =
       layer_range_to_tensor_indices(args.layers.src_layer_range, args.layers.dst_layer_range, tpl);
   if (blocks_key && plan.src_blocks.size() != plan.dst_blocks.size()) {
-    throw_param_invalid("dst_blocks", "number of src_blocks (" + str(static_cast<std::int64_t>(
-                                                                     plan.src_blocks.size())) +
+    throw_param_invalid("dst_blocks", "number of src_blocks (" +
+                                          str(static_cast<std::int64_t>(plan.src_blocks.size())) +
                                           ") mismatches that of dst_blocks (" +
                                           str(static_cast<std::int64_t>(plan.dst_blocks.size())) +
                                           ")");
@@ -386,9 +388,9 @@ void plan_push_layers(const PushCommon& args, PushPlan& plan) {
   const LayerRange src = args.src_layer_range.value_or(LayerRange{0, num_layers});
   const LayerRange dst = args.dst_layer_range.value_or(LayerRange{0, num_layers});
   if (src.size() != dst.size()) {
-    throw_param_invalid("src_layer_range", "length " + str(src.size()) +
-                                               " should equal dst_layer_range length " +
-                                               str(dst.size()));
+    throw_param_invalid(
+        "src_layer_range",
+        "length " + str(src.size()) + " should equal dst_layer_range length " + str(dst.size()));
   }
   plan.tensor_num_per_layer = tpl;
   for (std::int64_t i = 0; i < src.size(); ++i) {
@@ -458,13 +460,13 @@ bool validate_register_cache(const RegisterArgs& args, bool any_link_exists,
   if (args.cache_desc == nullptr) throw_none("cache_desc", "CacheDesc");
   const CacheDesc& desc = *args.cache_desc;
   if (any_link_exists && args.remote_accessible.value_or(false)) {
-    throw_param_invalid("remote_accessible", "can not register a remote accessible cache after link");
+    throw_param_invalid("remote_accessible",
+                        "can not register a remote accessible cache after link");
   }
   if (args.addrs.empty()) throw_param_invalid("addrs", "can not be empty");
   if (args.addrs.size() != desc.num_tensors()) {
     throw_param_invalid("addrs", "length " + str(static_cast<std::int64_t>(args.addrs.size())) +
-                                     " should be equal to num_tensors " +
-                                     str(desc.num_tensors()));
+                                     " should be equal to num_tensors " + str(desc.num_tensors()));
   }
   for (std::size_t i = 0; i < args.addrs.size(); ++i) {
     if (args.addrs[i] == 0) {
@@ -473,7 +475,8 @@ bool validate_register_cache(const RegisterArgs& args, bool any_link_exists,
   }
   const std::uint64_t count = args.addrs.size();
   if (totals.addresses + count > limits.max_addresses) {
-    throw_param_invalid("addrs", std::to_string(count) + " addresses bring the registered total to " +
+    throw_param_invalid("addrs", std::to_string(count) +
+                                     " addresses bring the registered total to " +
                                      std::to_string(totals.addresses + count) + ", above " +
                                      std::to_string(limits.max_addresses) +
                                      " (register_cache and register_blocks_cache combined)");
@@ -487,8 +490,7 @@ bool validate_register_cache(const RegisterArgs& args, bool any_link_exists,
                                           std::to_string(tensor_size) + " bytes exceed the " +
                                           std::string(device ? "device" : "host") +
                                           " registration limit of " + std::to_string(limit) +
-                                          " bytes (" + std::to_string(already) +
-                                          " registered)");
+                                          " bytes (" + std::to_string(already) + " registered)");
   }
   if (limits.require_hccs_alignment && device) {
     for (std::size_t i = 0; i < args.addrs.size(); ++i) {
@@ -510,8 +512,7 @@ void validate_create_cpu_cache(const CacheDesc& cache_desc,
   }
   if (addrs.size() != cache_desc.num_tensors()) {
     throw_param_invalid("addrs", "length " + str(static_cast<std::int64_t>(addrs.size())) +
-                                     " not equal to num_tensors " +
-                                     str(cache_desc.num_tensors()));
+                                     " not equal to num_tensors " + str(cache_desc.num_tensors()));
   }
 }
 

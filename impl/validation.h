@@ -47,8 +47,8 @@ struct TransferCacheEnv {
 struct TransferCachePlan {
   std::int64_t num_layers = 0;
   CopyMode mode = CopyMode::kC2C;
-  std::vector<std::uint64_t> src_blocks{};    ///< `src_block_indices or []`, shared by all calls.
-  std::vector<std::uint64_t> dst_blocks{};    ///< `dst_block_indices or []`.
+  std::vector<std::uint64_t> src_blocks{};  ///< `src_block_indices or []`, shared by all calls.
+  std::vector<std::uint64_t> dst_blocks{};  ///< `dst_block_indices or []`.
   std::uint64_t dst_block_memory_size = 0;  ///< `dst_block_memory_size or 0`.
   /// What CacheTask returns on a wait timeout: LLM_TIMEOUT (v2), LLM_WAIT_PROCESS_TIMEOUT (v1).
   LLMStatusCode wait_timeout_code = LLMStatusCode::LLM_TIMEOUT;

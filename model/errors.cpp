@@ -4,13 +4,20 @@ namespace kvsim::model {
 
 const char* to_string(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kInvalidArgument: return "invalid argument";
-    case ErrorKind::kOutOfRange: return "out of range";
-    case ErrorKind::kUnallocated: return "unallocated";
-    case ErrorKind::kOverlap: return "overlap";
-    case ErrorKind::kOutOfMemory: return "out of memory";
-    case ErrorKind::kUnknownPreset: return "unknown preset";
-    case ErrorKind::kPresetFormat: return "preset format";
+    case ErrorKind::kInvalidArgument:
+      return "invalid argument";
+    case ErrorKind::kOutOfRange:
+      return "out of range";
+    case ErrorKind::kUnallocated:
+      return "unallocated";
+    case ErrorKind::kOverlap:
+      return "overlap";
+    case ErrorKind::kOutOfMemory:
+      return "out of memory";
+    case ErrorKind::kUnknownPreset:
+      return "unknown preset";
+    case ErrorKind::kPresetFormat:
+      return "preset format";
   }
   return "unknown";
 }

@@ -44,9 +44,9 @@ struct Fabric::Batch {
 
 struct Fabric::Engine {
   EngineRef ref;
-  std::deque<Chunk*> queue;   ///< chunks waiting for the descriptor processor
+  std::deque<Chunk*> queue;  ///< chunks waiting for the descriptor processor
   Chunk* processing = nullptr;
-  Chunk* blocked = nullptr;   ///< processed, waiting for a free in-flight slot
+  Chunk* blocked = nullptr;  ///< processed, waiting for a free in-flight slot
   int in_flight = 0;
 };
 
@@ -70,7 +70,8 @@ bool Fabric::ActionLater::operator()(const Action& a, const Action& b) const {
 Fabric::Fabric(const sc_core::sc_module_name& name, const TopologySpec& spec)
     : sc_core::sc_module(name) {
   if (sc_core::sc_get_time_resolution() != sc_core::sc_time(1, sc_core::SC_PS)) {
-    throw ModelError(ErrorKind::kInvalidArgument, "Fabric needs SystemC's time resolution to be 1 ps");
+    throw ModelError(ErrorKind::kInvalidArgument,
+                     "Fabric needs SystemC's time resolution to be 1 ps");
   }
   topology_ = std::make_unique<Topology>(spec, net_);
   for (int d = 0; d < topology_->device_count(); ++d) {
@@ -87,7 +88,9 @@ Fabric::Fabric(const sc_core::sc_module_name& name, const TopologySpec& spec)
 
 Fabric::~Fabric() = default;
 
-SimTime Fabric::now() const { return sc_core::sc_time_stamp().value(); }
+SimTime Fabric::now() const {
+  return sc_core::sc_time_stamp().value();
+}
 
 void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
   if (descs.empty()) {
@@ -101,11 +104,12 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
     if (d.length == 0) {
       throw ModelError(ErrorKind::kInvalidArgument, "post: " + which + " has length 0");
     }
-    for (const auto& [addr, role] : {std::pair{d.src_addr, "source"}, std::pair{d.dst_addr, "destination"}}) {
+    for (const auto& [addr, role] :
+         {std::pair{d.src_addr, "source"}, std::pair{d.dst_addr, "destination"}}) {
       const Hbm* m = topology_->memory_at(addr);
       if (m == nullptr) {
-        throw ModelError(ErrorKind::kOutOfRange,
-                         "post: " + which + " " + role + " address " + hex(addr) + " is in no memory");
+        throw ModelError(ErrorKind::kOutOfRange, "post: " + which + " " + role + " address " +
+                                                     hex(addr) + " is in no memory");
       }
       m->check_access(addr, d.length, (std::string("post: ") + which + " " + role).c_str());
     }
@@ -115,17 +119,19 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
   for (std::size_t k = 1; k < dst_order.size(); ++k) {
     const CopyDescriptor& prev = descs[dst_order[k - 1].second];
     if (prev.dst_addr + prev.length > dst_order[k].first) {
-      throw ModelError(ErrorKind::kOverlap,
-                       "post: destination ranges of descriptors " + std::to_string(dst_order[k - 1].second) +
-                           " and " + std::to_string(dst_order[k].second) + " overlap");
+      throw ModelError(ErrorKind::kOverlap, "post: destination ranges of descriptors " +
+                                                std::to_string(dst_order[k - 1].second) + " and " +
+                                                std::to_string(dst_order[k].second) + " overlap");
     }
   }
 }
 
-std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descriptors, Callback on_done) {
+std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descriptors,
+                           Callback on_done) {
   topology_->engine_resource(engine.device, engine.engine);  // throws if there is no such engine
   check_descriptors(descriptors);
-  Engine& e = *engines_[static_cast<std::size_t>(engine.device * topology_->spec().dma.engines + engine.engine)];
+  Engine& e = *engines_[static_cast<std::size_t>(engine.device * topology_->spec().dma.engines +
+                                                 engine.engine)];
   auto batch = std::make_unique<Batch>();
   Batch* b = batch.get();
   b->id = next_batch_id_++;
@@ -166,7 +172,8 @@ void Fabric::schedule_link_event(const std::string& link, SimTime at, LinkEvent 
     throw ModelError(ErrorKind::kInvalidArgument, "schedule_link_event: time is in the past");
   }
   if (event.kind == LinkEvent::Kind::kDegrade && !(event.factor > 0 && event.factor <= 1)) {
-    throw ModelError(ErrorKind::kInvalidArgument, "schedule_link_event: degrade factor must be in (0, 1]");
+    throw ModelError(ErrorKind::kInvalidArgument,
+                     "schedule_link_event: degrade factor must be in (0, 1]");
   }
   Action a(Action::Kind::kLinkEvent);
   a.link = l;
@@ -175,7 +182,9 @@ void Fabric::schedule_link_event(const std::string& link, SimTime at, LinkEvent 
   if (!in_run_) wake_at(at);
 }
 
-bool Fabric::link_up(std::uint32_t link) const { return link_state_.at(link) > 0; }
+bool Fabric::link_up(std::uint32_t link) const {
+  return link_state_.at(link) > 0;
+}
 
 void Fabric::schedule(SimTime at, Action action) {
   action.at = at;
@@ -212,37 +221,54 @@ void Fabric::try_process(Engine& e) {
   }
 }
 
+const Route& Fabric::route(MemoryId src, MemoryId dst, const Engine& e) {
+  const std::uint64_t engine =
+      static_cast<std::uint64_t>(e.ref.device * topology_->spec().dma.engines + e.ref.engine);
+  const std::uint64_t key =
+      (std::uint64_t{src.index} << 44) | (std::uint64_t{dst.index} << 24) | engine;
+  auto it = route_cache_.find(key);
+  if (it == route_cache_.end()) {
+    it = route_cache_.emplace(key, topology_->route(src, dst, e.ref.device, e.ref.engine)).first;
+  }
+  return it->second;
+}
+
 void Fabric::start_data(Engine& e, Chunk* c) {
   Batch* b = c->batch;
   ++e.in_flight;
   c->sending = true;
-  // One flow per distinct (source memory, destination memory) pair in the chunk.
-  std::map<std::pair<std::uint32_t, std::uint32_t>, double> groups;
+  // One flow per distinct (source memory, destination memory) pair in the chunk, in first-seen
+  // order.
+  struct Group {
+    MemoryId src, dst;
+    double bytes;
+  };
+  std::vector<Group> groups;
   for (std::size_t i = c->first; i < c->first + c->count; ++i) {
     MemoryId s, d;
     topology_->memory_at(b->descs[i].src_addr, &s);
     topology_->memory_at(b->descs[i].dst_addr, &d);
-    groups[{s.index, d.index}] += static_cast<double>(b->descs[i].length);
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const Group& x) { return x.src == s && x.dst == d; });
+    if (g == groups.end()) {
+      groups.push_back({s, d, 0.0});
+      g = groups.end() - 1;
+    }
+    g->bytes += static_cast<double>(b->descs[i].length);
   }
-  std::vector<Route> routes;
-  for (const auto& [key, bytes] : groups) {
-    (void)bytes;
-    routes.push_back(topology_->route(MemoryId{key.first}, MemoryId{key.second}, e.ref.device, e.ref.engine));
-    for (std::uint32_t l : routes.back().links) {
+  for (const Group& g : groups) {
+    for (std::uint32_t l : route(g.src, g.dst, e).links) {
       if (!link_up(l)) {
-        c->links = routes.back().links;
         fail_batch(b, "link '" + topology_->links()[l].name + "' is down");
         return;
       }
     }
   }
-  std::size_t k = 0;
-  for (const auto& [key, bytes] : groups) {
-    (void)key;
-    Route& r = routes[k++];
+  for (const Group& g : groups) {
+    const Route& r = route(g.src, g.dst, e);
     c->latency = std::max(c->latency, r.latency);
     c->links.insert(c->links.end(), r.links.begin(), r.links.end());
-    const FluidNetwork::FlowId f = net_.add_flow(bytes, std::move(r.uses));
+    const FluidNetwork::FlowId f = net_.add_flow(g.bytes, r.uses);
     c->flows.push_back(f);
     flow_owner_.emplace(f, c);
     ++c->pending_flows;
@@ -311,8 +337,9 @@ void Fabric::fail_batch(Batch* b, const std::string& why) {
     --e.in_flight;
   }
   if (e.blocked != nullptr && e.blocked->batch == b) e.blocked = nullptr;
-  e.queue.erase(std::remove_if(e.queue.begin(), e.queue.end(), [b](const Chunk* c) { return c->batch == b; }),
-                e.queue.end());
+  e.queue.erase(
+      std::remove_if(e.queue.begin(), e.queue.end(), [b](const Chunk* c) { return c->batch == b; }),
+      e.queue.end());
   b->outcome.ok = false;
   b->outcome.error = why + " at " + format_time(now());
   b->outcome.finished = now() + topology_->spec().fault_detection_time;
@@ -345,7 +372,8 @@ void Fabric::apply_link_event(std::uint32_t link, LinkEvent ev) {
           hit.push_back(chunk->batch);
         }
       }
-      std::sort(hit.begin(), hit.end(), [](const Batch* x, const Batch* y) { return x->id < y->id; });
+      std::sort(hit.begin(), hit.end(),
+                [](const Batch* x, const Batch* y) { return x->id < y->id; });
       for (Batch* b : hit) fail_batch(b, "link '" + l.name + "' went down");
       return;
     }
@@ -402,7 +430,8 @@ void Fabric::run() {
     if (a.batch && a.batch->reported && a.batch->refs == 0) batches_.erase(a.batch->id);
   }
   in_run_ = false;
-  const SimTime next = std::min(net_.next_completion(), agenda_.empty() ? FluidNetwork::kNever : agenda_.top().at);
+  const SimTime next =
+      std::min(net_.next_completion(), agenda_.empty() ? FluidNetwork::kNever : agenda_.top().at);
   if (next != FluidNetwork::kNever) wake_at(next);
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <queue>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/fluid_network.h"
@@ -39,11 +40,11 @@ struct BatchOutcome {
   std::uint64_t id = 0;
   bool ok = false;
   SimTime posted = 0;
-  SimTime finished = 0;          ///< completion, or fault time + detection time
-  std::uint64_t bytes = 0;       ///< bytes the batch asked to move
+  SimTime finished = 0;            ///< completion, or fault time + detection time
+  std::uint64_t bytes = 0;         ///< bytes the batch asked to move
   std::uint64_t landed_bytes = 0;  ///< bytes that reached destination memory
   std::size_t descriptors = 0;
-  std::string error;             ///< empty when ok; names the link that failed
+  std::string error;  ///< empty when ok; names the link that failed
 };
 
 /// What happens to a link at a simulated time.
@@ -124,12 +125,14 @@ class Fabric : public sc_core::sc_module {
   void finish_batch(Batch* b);
   void apply_link_event(std::uint32_t link, LinkEvent ev);
   void check_descriptors(const std::vector<CopyDescriptor>& descs) const;
+  const Route& route(MemoryId src, MemoryId dst, const Engine& e);
 
   FluidNetwork net_;
   std::unique_ptr<Topology> topology_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::map<std::uint64_t, std::unique_ptr<Batch>> batches_;
-  std::map<FluidNetwork::FlowId, Chunk*> flow_owner_;
+  std::unordered_map<FluidNetwork::FlowId, Chunk*> flow_owner_;
+  std::unordered_map<std::uint64_t, Route> route_cache_;  ///< key: source, destination, engine
   std::vector<double> link_state_;  ///< 0 = down, else fraction of healthy bandwidth
   std::priority_queue<Action, std::vector<Action>, ActionLater> agenda_;
   std::uint64_t next_batch_id_ = 1;

@@ -248,8 +248,8 @@ std::vector<FluidNetwork::FlowId> FluidNetwork::complete_until(SimTime until) {
   }
   const SimTime t = next_completion();
   std::vector<FlowId> done;
-  if (t > until) {
-    now_ = until;
+  if (t > until || t == kNever) {
+    if (until != kNever) now_ = until;  // kNever means "no bound", not a time to move to
     return done;
   }
   now_ = t;

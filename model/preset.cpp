@@ -37,10 +37,11 @@ class Reader {
     }
   }
 
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& rule) const {
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key,
+                         const std::string& rule) const {
     const YAML::Mark m = at.Mark();
-    throw ModelError(ErrorKind::kPresetFormat, origin_ + ":" + std::to_string(m.line + 1) + ": key '" +
-                                                   key + "' " + rule);
+    throw ModelError(ErrorKind::kPresetFormat,
+                     origin_ + ":" + std::to_string(m.line + 1) + ": key '" + key + "' " + rule);
   }
 
   YAML::Node need(const std::string& key) {
@@ -78,7 +79,8 @@ class Reader {
       }
       if (pos != s.size() || s.empty() || v < lo || v > hi) {
         throw ModelError(ErrorKind::kInvalidArgument, "'" + s + "' must be an integer in [" +
-                                                          std::to_string(lo) + ", " + std::to_string(hi) + "]");
+                                                          std::to_string(lo) + ", " +
+                                                          std::to_string(hi) + "]");
       }
       return static_cast<int>(v);
     });
@@ -93,8 +95,9 @@ class Reader {
         pos = 0;
       }
       if (pos != s.size() || !(v > lo && v <= hi)) {
-        throw ModelError(ErrorKind::kInvalidArgument,
-                         "'" + s + "' must be a number in (" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        throw ModelError(ErrorKind::kInvalidArgument, "'" + s + "' must be a number in (" +
+                                                          std::to_string(lo) + ", " +
+                                                          std::to_string(hi) + "]");
       }
       return v;
     });
@@ -112,7 +115,9 @@ class Reader {
   Reader child(const std::string& key) { return Reader(need(key), origin_, qualified(key)); }
 
  private:
-  std::string qualified(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  std::string qualified(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
   std::string known() const {
     std::string out;
     for (const auto& k : expected_) out += (out.empty() ? "" : ", ") + k;
@@ -142,7 +147,8 @@ LinkSpec read_link(Reader r, bool has_shape) {
   return l;
 }
 
-void apply_overrides(YAML::Node root, const std::string& origin, const std::vector<Override>& overrides) {
+void apply_overrides(YAML::Node root, const std::string& origin,
+                     const std::vector<Override>& overrides) {
   for (const auto& [key, value] : overrides) {
     std::vector<std::string> parts;
     std::stringstream ss(key);
@@ -155,7 +161,8 @@ void apply_overrides(YAML::Node root, const std::string& origin, const std::vect
       }
       if (i + 1 == parts.size()) {
         if (!node[parts[i]].IsScalar()) {
-          throw ModelError(ErrorKind::kPresetFormat, origin + ": override key '" + key + "' is not a scalar");
+          throw ModelError(ErrorKind::kPresetFormat,
+                           origin + ": override key '" + key + "' is not a scalar");
         }
         node[parts[i]] = value;
       } else {
@@ -207,7 +214,8 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   return s;
 }
 
-TopologySpec load_node(YAML::Node root, const std::string& origin, const std::vector<Override>& overrides) {
+TopologySpec load_node(YAML::Node root, const std::string& origin,
+                       const std::vector<Override>& overrides) {
   apply_overrides(root, origin, overrides);
   return read_spec(root, origin);
 }
@@ -238,7 +246,8 @@ std::vector<std::string> available_presets() {
 }
 
 std::string find_preset(const std::string& name_or_path) {
-  if (name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".yaml") {
+  if (name_or_path.find('/') != std::string::npos ||
+      fs::path(name_or_path).extension() == ".yaml") {
     if (fs::is_regular_file(name_or_path)) return name_or_path;
   } else {
     for (const auto& dir : preset_search_path()) {
@@ -270,7 +279,8 @@ TopologySpec parse_preset(const std::string& yaml_text, const std::string& origi
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    throw ModelError(ErrorKind::kPresetFormat, origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    throw ModelError(ErrorKind::kPresetFormat,
+                     origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   return load_node(root, origin, overrides);
 }

@@ -9,6 +9,8 @@ void fresh_kernel() {
   sc_core::sc_default_global_context = nullptr;
 }
 
-void run_to_completion() { sc_core::sc_start(); }
+void run_to_completion() {
+  sc_core::sc_start();
+}
 
 }  // namespace kvsim::model

@@ -17,7 +17,8 @@ std::uint32_t parse_ipv4(const std::string& text) {
   char tail = 0;
   if (std::sscanf(text.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4 || a > 255 ||
       b > 255 || c > 255 || d > 255) {
-    throw ModelError(ErrorKind::kInvalidArgument, "ip_base '" + text + "' is not a dotted IPv4 address");
+    throw ModelError(ErrorKind::kInvalidArgument,
+                     "ip_base '" + text + "' is not a dotted IPv4 address");
   }
   return (a << 24) | (b << 16) | (c << 8) | d;
 }
@@ -27,8 +28,9 @@ void check_link(const LinkSpec& l, const char* what) {
     throw ModelError(ErrorKind::kInvalidArgument, std::string(what) + ".bandwidth must be > 0");
   }
   if (!(l.efficiency > 0 && l.efficiency <= 1)) {
-    throw ModelError(ErrorKind::kInvalidArgument,
-                     std::string(what) + ".efficiency must be in (0, 1], got " + std::to_string(l.efficiency));
+    throw ModelError(
+        ErrorKind::kInvalidArgument,
+        std::string(what) + ".efficiency must be in (0, 1], got " + std::to_string(l.efficiency));
   }
 }
 
@@ -36,12 +38,18 @@ void check_link(const LinkSpec& l, const char* what) {
 
 const char* to_string(LinkType type) {
   switch (type) {
-    case LinkType::kHccs: return "hccs";
-    case LinkType::kUb: return "ub";
-    case LinkType::kNvlink: return "nvlink";
-    case LinkType::kRoce: return "roce";
-    case LinkType::kInfiniband: return "ib";
-    case LinkType::kPcie: return "pcie";
+    case LinkType::kHccs:
+      return "hccs";
+    case LinkType::kUb:
+      return "ub";
+    case LinkType::kNvlink:
+      return "nvlink";
+    case LinkType::kRoce:
+      return "roce";
+    case LinkType::kInfiniband:
+      return "ib";
+    case LinkType::kPcie:
+      return "pcie";
   }
   return "?";
 }
@@ -65,7 +73,8 @@ void TopologySpec::validate() const {
   require(scale_up_nodes >= 1, "scale_up_nodes must be >= 1");
   require(hbm_capacity > 0 && hbm_capacity <= kMemoryStride, "hbm.capacity must be in (0, 1 TiB]");
   require(hbm_bandwidth > 0, "hbm.bandwidth must be > 0");
-  require(host_capacity > 0 && host_capacity <= kMemoryStride, "host.capacity must be in (0, 1 TiB]");
+  require(host_capacity > 0 && host_capacity <= kMemoryStride,
+          "host.capacity must be in (0, 1 TiB]");
   require(host_bandwidth > 0, "host.bandwidth must be > 0");
   require(dma.engines >= 1, "dma.engines must be >= 1");
   require(dma.chunk_descriptors >= 1, "dma.chunk_descriptors must be >= 1");
@@ -86,19 +95,22 @@ Topology::Topology(const TopologySpec& spec, FluidNetwork& net) : spec_(spec), n
   const int devices = device_count();
   for (int d = 0; d < devices; ++d) {
     const std::string name = device_name(d) + ".hbm";
-    memories_.push_back(std::make_unique<Hbm>(name, (static_cast<std::uint64_t>(d) + 1) * kMemoryStride,
+    memories_.push_back(std::make_unique<Hbm>(name,
+                                              (static_cast<std::uint64_t>(d) + 1) * kMemoryStride,
                                               spec_.hbm_capacity, spec_.hbm_bandwidth));
     memory_info_.push_back({d, node_of(d), net_.add_resource(name, spec_.hbm_bandwidth)});
   }
   for (int n = 0; n < spec_.nodes; ++n) {
     const std::string name = "n" + std::to_string(n) + ".host";
-    memories_.push_back(std::make_unique<Hbm>(name, kHostBase + static_cast<std::uint64_t>(n) * kMemoryStride,
-                                              spec_.host_capacity, spec_.host_bandwidth));
+    memories_.push_back(
+        std::make_unique<Hbm>(name, kHostBase + static_cast<std::uint64_t>(n) * kMemoryStride,
+                              spec_.host_capacity, spec_.host_bandwidth));
     memory_info_.push_back({-1, n, net_.add_resource(name, spec_.host_bandwidth)});
   }
   for (int d = 0; d < devices; ++d) {
     for (int e = 0; e < spec_.dma.engines; ++e) {
-      engines_.push_back(net_.add_resource(device_name(d) + ".dma" + std::to_string(e), spec_.dma.bandwidth));
+      engines_.push_back(
+          net_.add_resource(device_name(d) + ".dma" + std::to_string(e), spec_.dma.bandwidth));
     }
   }
   const int dpn = spec_.devices_per_node;
@@ -114,8 +126,9 @@ Topology::Topology(const TopologySpec& spec, FluidNetwork& net) : spec_(spec), n
     }
   } else {
     for (int d = 0; d < devices; ++d) {
-      scale_up_ports_.push_back(add_link(std::string(to_string(spec_.scale_up.type)) + " " + device_name(d),
-                                         spec_.scale_up.type, spec_.scale_up));
+      scale_up_ports_.push_back(
+          add_link(std::string(to_string(spec_.scale_up.type)) + " " + device_name(d),
+                   spec_.scale_up.type, spec_.scale_up));
     }
   }
   for (int d = 0; d < devices; ++d) {
@@ -135,7 +148,8 @@ std::uint32_t Topology::add_link(std::string name, LinkType type, const LinkSpec
 }
 
 std::string Topology::device_name(int device) const {
-  return "n" + std::to_string(node_of(device)) + "d" + std::to_string(device % spec_.devices_per_node);
+  return "n" + std::to_string(node_of(device)) + "d" +
+         std::to_string(device % spec_.devices_per_node);
 }
 
 std::string Topology::device_ip(int device) const {
@@ -153,7 +167,8 @@ int Topology::device_by_ip(const std::string& ip) const {
 
 MemoryId Topology::device_memory(int device) const {
   if (device < 0 || device >= device_count()) {
-    throw ModelError(ErrorKind::kOutOfRange, "device " + std::to_string(device) + " does not exist (" +
+    throw ModelError(ErrorKind::kOutOfRange, "device " + std::to_string(device) +
+                                                 " does not exist (" +
                                                  std::to_string(device_count()) + " devices)");
   }
   return MemoryId{static_cast<std::uint32_t>(device)};
@@ -168,21 +183,30 @@ MemoryId Topology::host_memory(int node) const {
 }
 
 const Hbm* Topology::memory_at(std::uint64_t addr, MemoryId* id) const {
-  for (std::size_t i = 0; i < memories_.size(); ++i) {
-    const Hbm& m = *memories_[i];
-    if (addr >= m.base() && addr - m.base() < m.capacity()) {
-      if (id) id->index = static_cast<std::uint32_t>(i);
-      return &m;
-    }
+  // The address map makes this O(1): device d at (d+1) x 1 TiB, node n's host at 2^55 + n TiB.
+  std::size_t index = 0;
+  if (addr >= kHostBase) {
+    index = static_cast<std::size_t>(device_count()) +
+            static_cast<std::size_t>((addr - kHostBase) / kMemoryStride);
+  } else {
+    index = static_cast<std::size_t>(addr / kMemoryStride);
+    if (index == 0) return nullptr;
+    --index;
+    if (index >= static_cast<std::size_t>(device_count())) return nullptr;
   }
-  return nullptr;
+  if (index >= memories_.size()) return nullptr;
+  const Hbm& m = *memories_[index];
+  if (addr - m.base() >= m.capacity()) return nullptr;
+  if (id) id->index = static_cast<std::uint32_t>(index);
+  return &m;
 }
 
 FluidNetwork::ResourceId Topology::engine_resource(int device, int engine) const {
   if (device < 0 || device >= device_count() || engine < 0 || engine >= spec_.dma.engines) {
-    throw ModelError(ErrorKind::kOutOfRange, "DMA engine " + std::to_string(engine) + " of device " +
-                                                 std::to_string(device) + " does not exist (" +
-                                                 std::to_string(spec_.dma.engines) + " engines per device)");
+    throw ModelError(ErrorKind::kOutOfRange,
+                     "DMA engine " + std::to_string(engine) + " of device " +
+                         std::to_string(device) + " does not exist (" +
+                         std::to_string(spec_.dma.engines) + " engines per device)");
   }
   return engines_[static_cast<std::size_t>(device * spec_.dma.engines + engine)];
 }
@@ -191,9 +215,9 @@ std::uint32_t Topology::link_index(const std::string& name) const {
   for (std::size_t i = 0; i < links_.size(); ++i) {
     if (links_[i].name == name) return static_cast<std::uint32_t>(i);
   }
-  throw ModelError(ErrorKind::kOutOfRange,
-                   "no link named '" + name + "' (links are named like '" + links_.front().name +
-                       "', '" + links_.back().name + "')");
+  throw ModelError(ErrorKind::kOutOfRange, "no link named '" + name + "' (links are named like '" +
+                                               links_.front().name + "', '" + links_.back().name +
+                                               "')");
 }
 
 void Topology::append_link(Route& r, std::uint32_t link, bool forward) const {

@@ -38,12 +38,12 @@ struct LinkSpec {
 
 /// A DMA engine's cost model (DESIGN.md "per-descriptor cost is real").
 struct DmaSpec {
-  int engines = 1;                  ///< independent engines (queues) per device
-  SimTime descriptor_cost = 0;      ///< serial processing time per descriptor
-  SimTime batch_setup = 0;          ///< once per posted batch (doorbell, stream setup)
-  int chunk_descriptors = 32;       ///< descriptors fetched and processed as one unit
-  int queue_depth = 4;              ///< chunks whose data may be in flight at once per engine
-  Bandwidth bandwidth = 0;          ///< data throughput of one engine
+  int engines = 1;              ///< independent engines (queues) per device
+  SimTime descriptor_cost = 0;  ///< serial processing time per descriptor
+  SimTime batch_setup = 0;      ///< once per posted batch (doorbell, stream setup)
+  int chunk_descriptors = 32;   ///< descriptors fetched and processed as one unit
+  int queue_depth = 4;          ///< chunks whose data may be in flight at once per engine
+  Bandwidth bandwidth = 0;      ///< data throughput of one engine
 };
 
 /// Everything that describes a machine, as read from a preset and overrides.
@@ -62,9 +62,10 @@ struct TopologySpec {
   LinkSpec scale_up;   ///< inside a scale-up domain (HCCS, UB, NVLink)
   LinkSpec scale_out;  ///< between domains, one NIC per device (RoCE, InfiniBand)
   LinkSpec host_link;  ///< host memory to device (PCIe)
-  bool scale_up_over_scale_out = false;  ///< route intra-domain traffic over NICs (HCCL_INTRA_ROCE_ENABLE)
-  SimTime fault_detection_time = kMs;    ///< a batch on a downed link fails this long after the fault
-  std::string ip_base = "10.0.0.0";      ///< device d gets ip_base + d + 1
+  bool scale_up_over_scale_out =
+      false;  ///< route intra-domain traffic over NICs (HCCL_INTRA_ROCE_ENABLE)
+  SimTime fault_detection_time = kMs;  ///< a batch on a downed link fails this long after the fault
+  std::string ip_base = "10.0.0.0";    ///< device d gets ip_base + d + 1
 
   /// Throws ModelError(kInvalidArgument) naming the first bad field.
   void validate() const;
@@ -142,10 +143,10 @@ class Topology {
   std::vector<MemoryInfo> memory_info_;
   std::vector<FluidNetwork::ResourceId> engines_;  ///< device * engines + engine
   std::vector<Link> links_;
-  std::vector<std::uint32_t> mesh_links_;     ///< per node: local pair (i<j) -> link
-  std::vector<std::uint32_t> scale_up_ports_; ///< per device (switch shape)
-  std::vector<std::uint32_t> nics_;           ///< per device
-  std::vector<std::uint32_t> pcie_;           ///< per device
+  std::vector<std::uint32_t> mesh_links_;      ///< per node: local pair (i<j) -> link
+  std::vector<std::uint32_t> scale_up_ports_;  ///< per device (switch shape)
+  std::vector<std::uint32_t> nics_;            ///< per device
+  std::vector<std::uint32_t> pcie_;            ///< per device
 };
 
 }  // namespace kvsim::model

@@ -38,11 +38,18 @@ Split split_number(const std::string& text, const char* what) {
 double si_prefix(const std::string& unit, std::size_t& used) {
   used = 1;
   switch (unit.empty() ? ' ' : unit[0]) {
-    case 'K': case 'k': return 1e3;
-    case 'M': return 1e6;
-    case 'G': return 1e9;
-    case 'T': return 1e12;
-    default: used = 0; return 1;
+    case 'K':
+    case 'k':
+      return 1e3;
+    case 'M':
+      return 1e6;
+    case 'G':
+      return 1e9;
+    case 'T':
+      return 1e12;
+    default:
+      used = 0;
+      return 1;
   }
 }
 
@@ -60,10 +67,9 @@ std::uint64_t parse_bytes(const std::string& text) {
   static const struct {
     const char* unit;
     double scale;
-  } kUnits[] = {{"", 1},          {"B", 1},         {"K", 0x1p10},  {"KiB", 0x1p10},
-                {"M", 0x1p20},    {"MiB", 0x1p20},  {"G", 0x1p30},  {"GiB", 0x1p30},
-                {"T", 0x1p40},    {"TiB", 0x1p40},  {"KB", 1e3},    {"MB", 1e6},
-                {"GB", 1e9},      {"TB", 1e12}};
+  } kUnits[] = {{"", 1},         {"B", 1},      {"K", 0x1p10},   {"KiB", 0x1p10}, {"M", 0x1p20},
+                {"MiB", 0x1p20}, {"G", 0x1p30}, {"GiB", 0x1p30}, {"T", 0x1p40},   {"TiB", 0x1p40},
+                {"KB", 1e3},     {"MB", 1e6},   {"GB", 1e9},     {"TB", 1e12}};
   for (const auto& u : kUnits) {
     if (s.unit != u.unit) continue;
     const double bytes = s.number * u.scale;
@@ -72,8 +78,8 @@ std::uint64_t parse_bytes(const std::string& text) {
     }
     return static_cast<std::uint64_t>(std::llround(bytes));
   }
-  throw ModelError(ErrorKind::kInvalidArgument,
-                   "size '" + text + "' has unknown unit '" + s.unit + "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+  throw ModelError(ErrorKind::kInvalidArgument, "size '" + text + "' has unknown unit '" + s.unit +
+                                                    "' (use B, KiB, MiB, GiB, KB, MB, GB)");
 }
 
 Bandwidth parse_bandwidth(const std::string& text) {
@@ -83,8 +89,10 @@ Bandwidth parse_bandwidth(const std::string& text) {
   const double scale = si_prefix(unit, used);
   const std::string rest = unit.substr(used);
   double per = 0;
-  if (rest == "B/s" || rest == "Bps") per = 1;
-  else if (rest == "b/s" || rest == "bps") per = 1.0 / 8.0;
+  if (rest == "B/s" || rest == "Bps")
+    per = 1;
+  else if (rest == "b/s" || rest == "bps")
+    per = 1.0 / 8.0;
   if (per == 0) {
     throw ModelError(ErrorKind::kInvalidArgument,
                      "bandwidth '" + text + "' needs a unit such as GB/s (bytes) or Gb/s (bits)");
@@ -99,11 +107,16 @@ Bandwidth parse_bandwidth(const std::string& text) {
 SimTime parse_time(const std::string& text) {
   const Split s = split_number(text, "time");
   double unit_ps = 0;
-  if (s.unit == "ps") unit_ps = 1;
-  else if (s.unit == "ns") unit_ps = static_cast<double>(kNs);
-  else if (s.unit == "us") unit_ps = static_cast<double>(kUs);
-  else if (s.unit == "ms") unit_ps = static_cast<double>(kMs);
-  else if (s.unit == "s") unit_ps = static_cast<double>(kSec);
+  if (s.unit == "ps")
+    unit_ps = 1;
+  else if (s.unit == "ns")
+    unit_ps = static_cast<double>(kNs);
+  else if (s.unit == "us")
+    unit_ps = static_cast<double>(kUs);
+  else if (s.unit == "ms")
+    unit_ps = static_cast<double>(kMs);
+  else if (s.unit == "s")
+    unit_ps = static_cast<double>(kSec);
   else {
     throw ModelError(ErrorKind::kInvalidArgument,
                      "time '" + text + "' needs a unit: ps, ns, us, ms or s");
@@ -132,11 +145,16 @@ std::string format_bandwidth(Bandwidth rate) {
 std::string format_time(SimTime t) {
   char buf[64];
   const double ps = static_cast<double>(t);
-  if (t >= kSec) std::snprintf(buf, sizeof buf, "%.4g s", ps / static_cast<double>(kSec));
-  else if (t >= kMs) std::snprintf(buf, sizeof buf, "%.4g ms", ps / static_cast<double>(kMs));
-  else if (t >= kUs) std::snprintf(buf, sizeof buf, "%.4g us", ps / static_cast<double>(kUs));
-  else if (t >= kNs) std::snprintf(buf, sizeof buf, "%.4g ns", ps / static_cast<double>(kNs));
-  else std::snprintf(buf, sizeof buf, "%llu ps", static_cast<unsigned long long>(t));
+  if (t >= kSec)
+    std::snprintf(buf, sizeof buf, "%.4g s", ps / static_cast<double>(kSec));
+  else if (t >= kMs)
+    std::snprintf(buf, sizeof buf, "%.4g ms", ps / static_cast<double>(kMs));
+  else if (t >= kUs)
+    std::snprintf(buf, sizeof buf, "%.4g us", ps / static_cast<double>(kUs));
+  else if (t >= kNs)
+    std::snprintf(buf, sizeof buf, "%.4g ns", ps / static_cast<double>(kNs));
+  else
+    std::snprintf(buf, sizeof buf, "%llu ps", static_cast<unsigned long long>(t));
   return buf;
 }
 

@@ -22,7 +22,9 @@ using Bandwidth = double;
 SimTime transfer_time(double bytes, Bandwidth rate);
 
 /// Seconds as a double, for reports.
-inline double to_seconds(SimTime t) { return static_cast<double>(t) / static_cast<double>(kSec); }
+inline double to_seconds(SimTime t) {
+  return static_cast<double>(t) / static_cast<double>(kSec);
+}
 
 /// Parses a byte count: "4096", "16K"/"16KiB" (1024-based), "2MB" (1000-based), "64GiB".
 std::uint64_t parse_bytes(const std::string& text);

@@ -74,23 +74,28 @@ bool run_case(const std::string& preset, const std::vector<Override>& overrides,
     const Posted& p = posted[i];
     const std::uint64_t bytes = f.block * f.blocks;
     if (!p.out || !p.out->ok) {
-      std::printf("  %s -> %s: FAILED %s\n", topo.device_name(f.src).c_str(), topo.device_name(f.dst).c_str(),
+      std::printf("  %s -> %s: FAILED %s\n", topo.device_name(f.src).c_str(),
+                  topo.device_name(f.dst).c_str(),
                   p.out ? p.out->error.c_str() : "(no completion)");
       ok = false;
       continue;
     }
     const double seconds = to_seconds(p.out->finished);
     const Bandwidth achieved = static_cast<double>(bytes) / seconds;
-    const bool exact = !topo.memory(topo.device_memory(f.dst))
-                            .content()
-                            .first_difference(p.dst_addr, topo.memory(topo.device_memory(f.src)).content(),
-                                              p.src_addr, bytes);
+    const bool exact =
+        !topo.memory(topo.device_memory(f.dst))
+             .content()
+             .first_difference(p.dst_addr, topo.memory(topo.device_memory(f.src)).content(),
+                               p.src_addr, bytes);
     ok = ok && exact;
-    std::printf("  %-5s -> %-5s %9s in %5zu x %-9s over %-18s %10s  %8s  (%3.0f%% of %s effective line rate)%s\n",
-                topo.device_name(f.src).c_str(), topo.device_name(f.dst).c_str(), format_bytes(double(bytes)).c_str(),
-                f.blocks, format_bytes(double(f.block)).c_str(), p.path.c_str(), format_time(p.out->finished).c_str(),
-                format_bandwidth(achieved).c_str(), 100.0 * achieved / p.line, format_bandwidth(p.line).c_str(),
-                exact ? "  bytes verified" : "  BYTES DIFFER");
+    std::printf(
+        "  %-5s -> %-5s %9s in %5zu x %-9s over %-18s %10s  %8s  (%3.0f%% of %s effective line "
+        "rate)%s\n",
+        topo.device_name(f.src).c_str(), topo.device_name(f.dst).c_str(),
+        format_bytes(double(bytes)).c_str(), f.blocks, format_bytes(double(f.block)).c_str(),
+        p.path.c_str(), format_time(p.out->finished).c_str(), format_bandwidth(achieved).c_str(),
+        100.0 * achieved / p.line, format_bandwidth(p.line).c_str(),
+        exact ? "  bytes verified" : "  BYTES DIFFER");
   }
   return ok;
 }
@@ -104,7 +109,8 @@ int sc_main(int argc, char* argv[]) {
   std::vector<std::string> sets;
   CLI::App* demo = app.add_subcommand("demo", "Representative transfers on a preset (the default)");
   demo->add_option("--preset", preset, "Hardware preset name or YAML path")->capture_default_str();
-  demo->add_option("--set", sets, "Override a preset value, e.g. --set scale_out.bandwidth=400Gb/s");
+  demo->add_option("--set", sets,
+                   "Override a preset value, e.g. --set scale_out.bandwidth=400Gb/s");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Override> overrides;
@@ -119,14 +125,16 @@ int sc_main(int argc, char* argv[]) {
   try {
     const TopologySpec spec = load_preset(preset, overrides);
     std::printf("kvsim demo on preset '%s': %s\n", spec.name.c_str(), spec.description.c_str());
-    const int remote = spec.devices_per_node < spec.nodes * spec.devices_per_node ? spec.devices_per_node : 1;
+    const int remote =
+        spec.devices_per_node < spec.nodes * spec.devices_per_node ? spec.devices_per_node : 1;
     const std::vector<Case> cases = {
         {"1. One large contiguous copy (1 GiB as 2 MiB blocks) inside a node",
          {{0, 1, 2 << 20, 512}}},
         {"2. The same copy to another node", {{0, remote, 2 << 20, 512}}},
         {"3. A PA-like batch: 2560 blocks of 16 KiB (40 layers x 64 blocks) to another node",
          {{0, remote, 16 << 10, 2560}}},
-        {"4. Two competing 256 MiB flows into one NIC", {{0, remote, 2 << 20, 128}, {1, remote, 2 << 20, 128}}},
+        {"4. Two competing 256 MiB flows into one NIC",
+         {{0, remote, 2 << 20, 128}, {1, remote, 2 << 20, 128}}},
     };
     bool ok = true;
     for (const Case& c : cases) ok = run_case(preset, overrides, c) && ok;

@@ -92,12 +92,12 @@ TEST(LLMConfigTest, SyncKvTimeoutIsPositiveInt32) {
   LLMConfig config;
   EXPECT_TRUE(RaisesParamInvalid([&] { config.set_sync_kv_timeout(0); }, "sync_kv_timeout"));
   EXPECT_TRUE(RaisesParamInvalid([&] { config.set_sync_kv_timeout(-5); }, "sync_kv_timeout"));
-  EXPECT_TRUE(Raises<ValueError>([&] { config.set_sync_kv_timeout(2147483648); },
-                                 "sync_kv_timeout"));
+  EXPECT_TRUE(
+      Raises<ValueError>([&] { config.set_sync_kv_timeout(2147483648); }, "sync_kv_timeout"));
   EXPECT_TRUE(RaisesParamInvalid([&] { config.set_sync_kv_timeout(std::string("12a")); },
                                  "sync_kv_timeout", "digit"));
-  EXPECT_TRUE(RaisesParamInvalid([&] { config.set_sync_kv_timeout(std::string("0")); },
-                                 "sync_kv_timeout"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { config.set_sync_kv_timeout(std::string("0")); }, "sync_kv_timeout"));
   EXPECT_FALSE(config.sync_kv_timeout().has_value());
   config.set_sync_kv_timeout(std::string("33064"));
   EXPECT_EQ(config.generate_options().at("llm.SyncKvCacheWaitTime"), "33064");
@@ -106,8 +106,8 @@ TEST(LLMConfigTest, SyncKvTimeoutIsPositiveInt32) {
 TEST(LLMConfigTest, LinkOptionRanges) {
   LLMConfig config;
   EXPECT_TRUE(RaisesParamInvalid([&] { config.set_link_total_time(-1); }, "link_total_time"));
-  EXPECT_TRUE(RaisesParamInvalid([&] { config.set_link_total_time(4294967296); },
-                                 "link_total_time"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { config.set_link_total_time(4294967296); }, "link_total_time"));
   EXPECT_NO_THROW(config.set_link_total_time(4294967295));
   EXPECT_TRUE(RaisesParamInvalid([&] { config.set_link_retry_count(0); }, "link_retry_count"));
   EXPECT_TRUE(RaisesParamInvalid([&] { config.set_link_retry_count(101); }, "link_retry_count"));
@@ -116,10 +116,9 @@ TEST(LLMConfigTest, LinkOptionRanges) {
 
 TEST(LLMConfigTest, RdmaOptionsAreUint32) {
   LLMConfig config;
-  EXPECT_TRUE(Raises<ValueError>([&] { config.set_rdma_traffic_class(-1); },
-                                 "rdma_traffic_class"));
-  EXPECT_TRUE(Raises<ValueError>([&] { config.set_rdma_service_level(4294967296); },
-                                 "rdma_service_level"));
+  EXPECT_TRUE(Raises<ValueError>([&] { config.set_rdma_traffic_class(-1); }, "rdma_traffic_class"));
+  EXPECT_TRUE(
+      Raises<ValueError>([&] { config.set_rdma_service_level(4294967296); }, "rdma_service_level"));
 }
 
 TEST(LLMConfigTest, MemUtilizationInUnitInterval) {
@@ -169,15 +168,20 @@ TEST(EngineOptionsTest, RoundTripsGenerateOptions) {
 
 TEST(EngineOptionsTest, DeviceIdIsRequired) {
   EXPECT_TRUE(RaisesParamInvalid([] { parse_engine_options({}); }, "ge.exec.deviceId", "required"));
-  EXPECT_TRUE(RaisesParamInvalid([] { parse_engine_options({{"ge.exec.deviceId", "0;1"}}); },
-                                 "ge.exec.deviceId"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [] {
+        parse_engine_options({{"ge.exec.deviceId", "0;1"}});
+      },
+      "ge.exec.deviceId"));
   EXPECT_EQ(parse_engine_options({{"llm.DeviceId", "5"}}).device_id, 5);
 }
 
 TEST(EngineOptionsTest, SyncKvCacheWaitTimeIsPositiveInt32) {
   for (const char* bad : {"0", "-3", "abc", "", "2147483648", "10ms"}) {
     EXPECT_TRUE(RaisesParamInvalid(
-        [&] { parse_engine_options({{"ge.exec.deviceId", "0"}, {"llm.SyncKvCacheWaitTime", bad}}); },
+        [&] {
+          parse_engine_options({{"ge.exec.deviceId", "0"}, {"llm.SyncKvCacheWaitTime", bad}});
+        },
         "llm.SyncKvCacheWaitTime"))
         << bad;
   }
@@ -185,18 +189,21 @@ TEST(EngineOptionsTest, SyncKvCacheWaitTimeIsPositiveInt32) {
 
 TEST(EngineOptionsTest, FlagsMustBeZeroOrOne) {
   EXPECT_TRUE(RaisesLLM(
-      [] { parse_engine_options({{"ge.exec.deviceId", "0"}, {"llm.EnableCacheManager", "2"}}); },
+      [] {
+        parse_engine_options({{"ge.exec.deviceId", "0"}, {"llm.EnableCacheManager", "2"}});
+      },
       LLMStatusCode::LLM_FAILED, "llm.EnableCacheManager"));
   EXPECT_TRUE(RaisesLLM(
       [] {
-        parse_engine_options({{"ge.exec.deviceId", "0"}, {"llm.EnableRemoteCacheAccessible", "true"}});
+        parse_engine_options(
+            {{"ge.exec.deviceId", "0"}, {"llm.EnableRemoteCacheAccessible", "true"}});
       },
       LLMStatusCode::LLM_FAILED, "llm.EnableRemoteCacheAccessible"));
 }
 
 TEST(EngineOptionsTest, LocalCommResEnablesCacheManagerByDefault) {
-  const EngineOptions on =
-      parse_engine_options({{"ge.exec.deviceId", "0"}, {"llm.LocalCommRes", R"({"version":"1.3"})"}});
+  const EngineOptions on = parse_engine_options(
+      {{"ge.exec.deviceId", "0"}, {"llm.LocalCommRes", R"({"version":"1.3"})"}});
   EXPECT_TRUE(on.enable_cache_manager);
   EXPECT_TRUE(on.enable_remote_cache_accessible);
   const EngineOptions off = parse_engine_options({{"ge.exec.deviceId", "0"},
@@ -225,29 +232,35 @@ TEST(EngineOptionsTest, LinkAndRdmaRanges) {
     return parse_engine_options({{"ge.exec.deviceId", "0"}, {key, value}});
   };
   EXPECT_TRUE(RaisesParamInvalid([&] { parse("llm.LinkRetryCount", "0"); }, "llm.LinkRetryCount"));
-  EXPECT_TRUE(RaisesParamInvalid([&] { parse("llm.LinkRetryCount", "101"); }, "llm.LinkRetryCount"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { parse("llm.LinkRetryCount", "101"); }, "llm.LinkRetryCount"));
   EXPECT_TRUE(RaisesParamInvalid([&] { parse("llm.LinkTotalTime", "-1"); }, "llm.LinkTotalTime"));
   EXPECT_EQ(parse("llm.LinkTotalTime", "45").link_total_time_s, 45u);
   EXPECT_TRUE(RaisesParamInvalid([&] { parse("llm.RdmaTrafficClass", "130"); },
                                  "llm.RdmaTrafficClass", "multiple of 4"));
-  EXPECT_TRUE(RaisesParamInvalid([&] { parse("llm.RdmaTrafficClass", "256"); },
-                                 "llm.RdmaTrafficClass"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { parse("llm.RdmaTrafficClass", "256"); }, "llm.RdmaTrafficClass"));
   EXPECT_EQ(parse("llm.RdmaTrafficClass", "252").rdma_traffic_class, 252u);
-  EXPECT_TRUE(RaisesParamInvalid([&] { parse("llm.RdmaServiceLevel", "8"); },
-                                 "llm.RdmaServiceLevel"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { parse("llm.RdmaServiceLevel", "8"); }, "llm.RdmaServiceLevel"));
   EXPECT_EQ(parse("llm.RdmaServiceLevel", "7").rdma_service_level, 7u);
 }
 
 TEST(EngineOptionsTest, MemPoolConfigRules) {
   EXPECT_EQ(parse_mem_pool_config("k", R"({"memory_size": 4096})", false).page_shift, 16u);
-  EXPECT_EQ(parse_mem_pool_config("k", R"( { "page_shift" : 10 , "memory_size":1 } )", false)
-                .page_shift,
-            10u);
+  EXPECT_EQ(
+      parse_mem_pool_config("k", R"( { "page_shift" : 10 , "memory_size":1 } )", false).page_shift,
+      10u);
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { parse_mem_pool_config("llm.MemPoolConfig", R"({"memory_size": 1, "page_shift": 9})", false); },
+      [] {
+        parse_mem_pool_config("llm.MemPoolConfig", R"({"memory_size": 1, "page_shift": 9})", false);
+      },
       "llm.MemPoolConfig"));
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { parse_mem_pool_config("llm.MemPoolConfig", R"({"memory_size": 1, "page_shift": 31})", false); },
+      [] {
+        parse_mem_pool_config("llm.MemPoolConfig", R"({"memory_size": 1, "page_shift": 31})",
+                              false);
+      },
       "llm.MemPoolConfig"));
   EXPECT_TRUE(RaisesParamInvalid(
       [] { parse_mem_pool_config("llm.MemPoolConfig", R"({"page_shift": 16})", false); },
@@ -263,7 +276,9 @@ TEST(EngineOptionsTest, MemPoolConfigRules) {
       "llm.MemPoolConfig"));
   EXPECT_NO_THROW(parse_mem_pool_config("k", R"({"memory_size": 21474836480})", true));
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { parse_mem_pool_config("llm.HostMemPoolConfig", R"({"memory_size": 21474836481})", true); },
+      [] {
+        parse_mem_pool_config("llm.HostMemPoolConfig", R"({"memory_size": 21474836481})", true);
+      },
       "llm.HostMemPoolConfig", "20 GiB"));
   EXPECT_TRUE(RaisesParamInvalid(
       [] {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <vector>
@@ -95,10 +96,10 @@ SourceCache make_source(std::uint32_t num_tensors, std::vector<std::int64_t> sha
                         bool is_blocks) {
   std::vector<std::uint64_t> addrs;
   for (std::uint32_t t = 0; t < num_tensors; ++t) addrs.push_back(kSrcBase + t * kRegionStride);
-  SourceCache s{CacheView{1, CacheDesc(num_tensors, std::move(shape), DataType::DT_INT8), addrs,
-                          is_blocks},
-                {},
-                {}};
+  SourceCache s{
+      CacheView{1, CacheDesc(num_tensors, std::move(shape), DataType::DT_INT8), addrs, is_blocks},
+      {},
+      {}};
   s.geometry = make_cache_geometry(s.view);
   for (std::uint32_t t = 0; t < num_tensors; ++t) {
     s.memory.add_region(addrs[t], s.geometry.tensor_size, 1000 + t);
@@ -140,8 +141,8 @@ TEST(Geometry, ContiguousAndBlocksCaches) {
   EXPECT_EQ(b.batch_size, 1u);
   EXPECT_EQ(b.num_blocks, 16u);
   EXPECT_EQ(b.stride, 2048u);
-  const CacheGeometry dim1 = make_cache_geometry(CacheView{
-      3, CacheDesc(2, {3, 5, 7}, DataType::DT_INT8, Placement::DEVICE, 1), {}, false});
+  const CacheGeometry dim1 = make_cache_geometry(
+      CacheView{3, CacheDesc(2, {3, 5, 7}, DataType::DT_INT8, Placement::DEVICE, 1), {}, false});
   EXPECT_EQ(dim1.batch_size, 5u);
   EXPECT_EQ(dim1.stride, 21u);
 }
@@ -183,12 +184,12 @@ TEST(LayerPreconditions, ChecksInLibraryOrder) {
   t.layer_index = 0;
   t.tensor_num_per_layer = 4;  // 6 tensors are not a multiple of 4
   t.dst_addrs = {1, 2, 3, 4};
-  EXPECT_TRUE(RaisesParamInvalid([&] { plan_layer_copy(s.geometry, t); }, "src_cache",
-                                 "not a multiple"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { plan_layer_copy(s.geometry, t); }, "src_cache", "not a multiple"));
   t.tensor_num_per_layer = 2;
   t.dst_addrs = {1, 2, 3};
-  EXPECT_TRUE(RaisesParamInvalid([&] { plan_layer_copy(s.geometry, t); }, "dst_addrs",
-                                 "expected 2"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { plan_layer_copy(s.geometry, t); }, "dst_addrs", "expected 2"));
 }
 
 // --- C2C ---
@@ -211,8 +212,8 @@ TEST(C2C, MovesOneRowPerTensorByteExact) {
       EXPECT_EQ(descs[0].src_addr, s.geometry.tensor_addrs[layer * 2] + batch * 6);  // K first
       EXPECT_EQ(descs[1].src_addr, s.geometry.tensor_addrs[layer * 2 + 1] + batch * 6);
       apply(s.memory, dst, descs);
-      EXPECT_TRUE(dst == expected) << "layer " << layer << " batch " << batch << ": "
-                                   << dst.first_difference(expected);
+      EXPECT_TRUE(dst == expected)
+          << "layer " << layer << " batch " << batch << ": " << dst.first_difference(expected);
     }
   }
 }
@@ -220,8 +221,10 @@ TEST(C2C, MovesOneRowPerTensorByteExact) {
 TEST(C2C, BatchIndexMustBeInRange) {
   const SourceCache s = make_source(2, {4, 6}, false);
   EXPECT_TRUE(RaisesParamInvalid(
-      [&] { plan_layer_copy(s.geometry, LayerTransfer{0, 2, {1, 2}, 4}); }, "src_batch_index",
-      "out of range [0, 4)"));
+      [&] {
+        plan_layer_copy(s.geometry, LayerTransfer{0, 2, {1, 2}, 4});
+      },
+      "src_batch_index", "out of range [0, 4)"));
 }
 
 // --- C2B ---
@@ -248,7 +251,8 @@ void check_c2b(const C2BCase& c) {
     const std::vector<std::uint64_t> dst_addrs = make_destination(dst, 2, (max_block + 1) * c.bms);
     SimMemory expected = dst;
     for (std::uint64_t i = 0; i < 2; ++i) {
-      const std::uint64_t row = s.geometry.tensor_addrs[layer * 2 + i] + c.batch * s.geometry.stride;
+      const std::uint64_t row =
+          s.geometry.tensor_addrs[layer * 2 + i] + c.batch * s.geometry.stride;
       for (std::uint64_t p = 0; p < sent; ++p) {
         const std::uint64_t to = dst_addrs[i] + c.dst_blocks[p / c.bms] * c.bms + p % c.bms;
         expected.set(to, s.memory.byte(row + p));
@@ -264,7 +268,9 @@ void check_c2b(const C2BCase& c) {
   }
 }
 
-TEST(C2B, ExactDivisionFillsEveryBlock) { check_c2b({{1, 24}, 0, 6, {3, 0, 2, 1}}); }
+TEST(C2B, ExactDivisionFillsEveryBlock) {
+  check_c2b({{1, 24}, 0, 6, {3, 0, 2, 1}});
+}
 
 TEST(C2B, LastBlockSendsTheRemainder) {
   check_c2b({{1, 24}, 0, 5, {7, 2, 9, 0, 4}});
@@ -293,7 +299,9 @@ TEST(C2B, FewerBlocksThanPiecesStillSendsRemainderLast) {
   EXPECT_EQ(descs[1].length, 4u);
 }
 
-TEST(C2B, BatchRowOffsetsTheSource) { check_c2b({{2, 12}, 1, 4, {5, 0, 3}}); }
+TEST(C2B, BatchRowOffsetsTheSource) {
+  check_c2b({{2, 12}, 1, 4, {5, 0, 3}});
+}
 
 TEST(C2B, BlockSizeMustBePositiveAndBelowTensorSize) {
   const SourceCache s = make_source(2, {1, 24}, false);
@@ -344,9 +352,12 @@ TEST(B2B, OneDescriptorPerRunWithExactAddresses) {
   const std::uint64_t k = s.geometry.tensor_addrs[2];
   const std::uint64_t v = s.geometry.tensor_addrs[3];
   const std::vector<CopyDescriptor> expected = {
-      {k + 0, kDstBase + 32, 24},           {k + 56, kDstBase + 72, 16},
-      {k + 24, kDstBase + 0, 8},            {v + 0, kDstBase + 0x1000 + 32, 24},
-      {v + 56, kDstBase + 0x1000 + 72, 16}, {v + 24, kDstBase + 0x1000 + 0, 8},
+      {k + 0, kDstBase + 32, 24},
+      {k + 56, kDstBase + 72, 16},
+      {k + 24, kDstBase + 0, 8},
+      {v + 0, kDstBase + 0x1000 + 32, 24},
+      {v + 56, kDstBase + 0x1000 + 72, 16},
+      {v + 24, kDstBase + 0x1000 + 0, 8},
   };
   EXPECT_EQ(descs, expected);
 }
@@ -358,7 +369,8 @@ TEST(B2B, RandomMapsAreByteExactAndPostOneDescriptorPerRun) {
     const std::int64_t src_blocks_total = 24;
     const std::uint64_t dst_blocks_total = 40;
     const std::uint64_t block_bytes = 8 + seed % 3;
-    SourceCache s = make_source(6, {src_blocks_total, static_cast<std::int64_t>(block_bytes)}, true);
+    SourceCache s =
+        make_source(6, {src_blocks_total, static_cast<std::int64_t>(block_bytes)}, true);
     // Destination: consecutive chunks of 1..5 blocks in shuffled order, each from a random
     // source start; pairs are therefore distinct on the destination side.
     std::vector<std::pair<std::uint64_t, std::uint64_t>> chunks;  // (dst_start, length)
@@ -455,12 +467,10 @@ class RemoteTarget : public ::testing::Test {
  protected:
   CacheGeometry local_ = make_cache_geometry(
       CacheView{1, CacheDesc(4, {4, 8}, DataType::DT_INT8), {10, 20, 30, 40}, false, true});
-  CacheGeometry remote_c_ = make_cache_geometry(
-      CacheView{9, CacheDesc(6, {3, 8}, DataType::DT_INT8), {100, 200, 300, 400, 500, 600}, false,
-                true});
-  CacheGeometry remote_b_ = make_cache_geometry(
-      CacheView{9, CacheDesc(4, {12, 16}, DataType::DT_INT8), {1000, 2000, 3000, 4000}, true,
-                true});
+  CacheGeometry remote_c_ = make_cache_geometry(CacheView{
+      9, CacheDesc(6, {3, 8}, DataType::DT_INT8), {100, 200, 300, 400, 500, 600}, false, true});
+  CacheGeometry remote_b_ = make_cache_geometry(CacheView{
+      9, CacheDesc(4, {12, 16}, DataType::DT_INT8), {1000, 2000, 3000, 4000}, true, true});
 };
 
 TEST_F(RemoteTarget, AddressesAreRemoteTensorsPlusRowOffset) {
@@ -475,24 +485,36 @@ TEST_F(RemoteTarget, AddressesAreRemoteTensorsPlusRowOffset) {
 
 TEST_F(RemoteTarget, LocalCacheMustBeRemoteAccessible) {
   local_.remote_accessible = false;
-  EXPECT_TRUE(RaisesParamInvalid([&] { resolve_remote_dst_addrs(local_, remote_c_, {0, 0}); },
-                                 "src_cache", "local cache"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [&] {
+        resolve_remote_dst_addrs(local_, remote_c_, {0, 0});
+      },
+      "src_cache", "local cache"));
 }
 
 TEST_F(RemoteTarget, RemoteCacheMustBeRemoteAccessible) {
   remote_c_.remote_accessible = false;
-  EXPECT_TRUE(RaisesParamInvalid([&] { resolve_remote_dst_addrs(local_, remote_c_, {0, 0}); },
-                                 "cache_key", "remote cache"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [&] {
+        resolve_remote_dst_addrs(local_, remote_c_, {0, 0});
+      },
+      "cache_key", "remote cache"));
 }
 
 TEST_F(RemoteTarget, DstLayerMustExistRemotely) {
-  EXPECT_TRUE(RaisesParamInvalid([&] { resolve_remote_dst_addrs(local_, remote_c_, {3, 0}); },
-                                 "dst_layer_range", "out of range [0, 3)"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [&] {
+        resolve_remote_dst_addrs(local_, remote_c_, {3, 0});
+      },
+      "dst_layer_range", "out of range [0, 3)"));
 }
 
 TEST_F(RemoteTarget, C2CRowMustExistRemotely) {
-  EXPECT_TRUE(RaisesParamInvalid([&] { resolve_remote_dst_addrs(local_, remote_c_, {0, 3}); },
-                                 "cache_key.batch_index", "out of range [0, 3)"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [&] {
+        resolve_remote_dst_addrs(local_, remote_c_, {0, 3});
+      },
+      "cache_key.batch_index", "out of range [0, 3)"));
 }
 
 TEST_F(RemoteTarget, DstBlocksMustExistRemotely) {
@@ -538,8 +560,8 @@ TEST(EndToEnd, ValidatedB2BConfigMovesEveryCoveredLayer) {
         }
       }
     }
-    const LayerTransfer t =
-        make_layer_transfer(plan, std::get<TransferConfig>(configs[0]), static_cast<std::int64_t>(layer));
+    const LayerTransfer t = make_layer_transfer(plan, std::get<TransferConfig>(configs[0]),
+                                                static_cast<std::int64_t>(layer));
     apply(s.memory, dst, plan_layer_copy(s.geometry, t));
   }
   EXPECT_TRUE(dst == expected) << dst.first_difference(expected);

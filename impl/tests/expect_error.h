@@ -17,13 +17,12 @@ template <class E>
 ::testing::AssertionResult check_detail(const E& e, const std::string& argument,
                                         const std::string& rule_part) {
   if (typeid(e) != typeid(E)) {
-    return ::testing::AssertionFailure() << "threw a subclass " << typeid(e).name() << ": "
-                                         << e.what();
+    return ::testing::AssertionFailure()
+           << "threw a subclass " << typeid(e).name() << ": " << e.what();
   }
   if (e.argument() != argument) {
-    return ::testing::AssertionFailure()
-           << "argument is '" << e.argument() << "', expected '" << argument << "' (" << e.what()
-           << ")";
+    return ::testing::AssertionFailure() << "argument is '" << e.argument() << "', expected '"
+                                         << argument << "' (" << e.what() << ")";
   }
   if (std::string(e.what()).find(argument) == std::string::npos) {
     return ::testing::AssertionFailure() << "message does not name the argument: " << e.what();

@@ -92,7 +92,7 @@ TEST(StatusCode, Code2StatusMapsUnknownToFailed) {
   EXPECT_EQ(code_2_status(1343270912 + 99), LLMStatusCode::LLM_FAILED);
   EXPECT_EQ(code_2_status(1343270932), LLMStatusCode::LLM_FAILED);  // C++-only 20
   EXPECT_EQ(code_2_status(1343270935), LLMStatusCode::LLM_FAILED);  // C++-only 23
-  EXPECT_EQ(code_2_status(-1), LLMStatusCode::LLM_FAILED);  // not in Python's table
+  EXPECT_EQ(code_2_status(-1), LLMStatusCode::LLM_FAILED);          // not in Python's table
   EXPECT_EQ(code_2_status(0), LLMStatusCode::LLM_SUCCESS);
   EXPECT_EQ(code_2_status(4294967295), LLMStatusCode::LLM_FAILED);
   EXPECT_EQ(code_2_status(507057), LLMStatusCode::LLM_SUSPECT_REMOTE_ERROR);

@@ -82,11 +82,17 @@ TEST(LayerRangeTest, BehavesAsPythonRange) {
 TEST(LayerRangeTest, CheckLayerRangeRules) {
   EXPECT_NO_THROW(check_layer_range("r", std::nullopt, true));
   EXPECT_TRUE(Raises<TypeError>([] { check_layer_range("r", std::nullopt, false); }, "r"));
-  EXPECT_TRUE(RaisesParamInvalid([] { check_layer_range("r", LayerRange{0, 4, 2}, true); }, "r",
-                                 "step must be 1"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [] {
+        check_layer_range("r", LayerRange{0, 4, 2}, true);
+      },
+      "r", "step must be 1"));
   EXPECT_TRUE(RaisesParamInvalid([] { check_layer_range("r", LayerRange{-1, 4}, true); }, "r"));
-  EXPECT_TRUE(RaisesParamInvalid([] { check_layer_range("r", LayerRange{4, 4}, true); }, "r",
-                                 "0 <= start < stop"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [] {
+        check_layer_range("r", LayerRange{4, 4}, true);
+      },
+      "r", "0 <= start < stop"));
   EXPECT_NO_THROW(check_layer_range("r", LayerRange{0, 1}, false));
 }
 
@@ -118,17 +124,21 @@ TEST(CacheDescTest, NumTensorsMustBeUint32) {
 TEST(CacheDescTest, DataTypeAndPlacementMustBeEnumerators) {
   EXPECT_TRUE(Raises<TypeError>([] { CacheDesc(2, {1}, static_cast<DataType>(99)); },
                                 "cache_desc.data_type"));
-  EXPECT_TRUE(Raises<TypeError>(
-      [] { CacheDesc(2, {1}, DataType::DT_INT8, static_cast<Placement>(7)); },
-      "cache_desc.placement"));
+  EXPECT_TRUE(
+      Raises<TypeError>([] { CacheDesc(2, {1}, DataType::DT_INT8, static_cast<Placement>(7)); },
+                        "cache_desc.placement"));
 }
 
 TEST(CacheDescTest, BatchDimIndexMustBeInRange) {
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 2); },
+      [] {
+        CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 2);
+      },
       "cache_desc.batch_dim_index", "out of range [0, 2)"));
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, -1); },
+      [] {
+        CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, -1);
+      },
       "cache_desc.batch_dim_index"));
   EXPECT_TRUE(RaisesParamInvalid([] { CacheDesc(2, {}, DataType::DT_INT8); },
                                  "cache_desc.batch_dim_index"));
@@ -136,13 +146,19 @@ TEST(CacheDescTest, BatchDimIndexMustBeInRange) {
 
 TEST(CacheDescTest, SeqLenDimIndexIsInt32AndMinusOneOrInRange) {
   EXPECT_TRUE(Raises<ValueError>(
-      [] { CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 0, 2147483648); },
+      [] {
+        CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 0, 2147483648);
+      },
       "cache_desc.seq_len_dim_index", "int32"));
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 0, 2); },
+      [] {
+        CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 0, 2);
+      },
       "cache_desc.seq_len_dim_index"));
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 0, -2); },
+      [] {
+        CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 0, -2);
+      },
       "cache_desc.seq_len_dim_index"));
   EXPECT_NO_THROW(CacheDesc(2, {4, 8}, DataType::DT_INT8, Placement::DEVICE, 0, 1));
 }
@@ -184,37 +200,55 @@ TEST(TransferConfigTest, DefaultsAndSetters) {
 }
 
 TEST(TransferConfigTest, SrcLayerRangeMustBeStepOneAndNonEmpty) {
-  EXPECT_TRUE(RaisesParamInvalid([] { TransferConfig(1, {}, LayerRange{0, 4, 2}); },
-                                 "src_layer_range", "step"));
-  EXPECT_TRUE(RaisesParamInvalid([] { TransferConfig(1, {}, LayerRange{3, 3}); },
-                                 "src_layer_range"));
-  EXPECT_TRUE(RaisesParamInvalid([] { TransferConfig(1, {}, LayerRange{-2, 3}); },
-                                 "src_layer_range"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [] {
+        TransferConfig(1, {}, LayerRange{0, 4, 2});
+      },
+      "src_layer_range", "step"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [] {
+        TransferConfig(1, {}, LayerRange{3, 3});
+      },
+      "src_layer_range"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [] {
+        TransferConfig(1, {}, LayerRange{-2, 3});
+      },
+      "src_layer_range"));
   TransferConfig config(1, {});
-  EXPECT_TRUE(RaisesParamInvalid([&] { config.set_src_layer_range(LayerRange{5, 1}); },
-                                 "src_layer_range"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [&] {
+        config.set_src_layer_range(LayerRange{5, 1});
+      },
+      "src_layer_range"));
 }
 
 TEST(TransferConfigTest, SrcBatchIndexMustBeUint32) {
-  EXPECT_TRUE(Raises<ValueError>([] { TransferConfig(1, {}, std::nullopt, -1); },
-                                 "src_batch_index"));
+  EXPECT_TRUE(
+      Raises<ValueError>([] { TransferConfig(1, {}, std::nullopt, -1); }, "src_batch_index"));
   TransferConfig config(1, {});
-  EXPECT_TRUE(Raises<ValueError>([&] { config.set_src_batch_index(4294967296); },
-                                 "src_batch_index"));
+  EXPECT_TRUE(
+      Raises<ValueError>([&] { config.set_src_batch_index(4294967296); }, "src_batch_index"));
 }
 
 TEST(TransferWithCacheKeyConfigTest, RangesAreRequired) {
   EXPECT_TRUE(Raises<TypeError>(
-      [] { TransferWithCacheKeyConfig(BlocksCacheKey{1}, std::nullopt, LayerRange{0, 2}); },
+      [] {
+        TransferWithCacheKeyConfig(BlocksCacheKey{1}, std::nullopt, LayerRange{0, 2});
+      },
       "src_layer_range"));
   EXPECT_TRUE(Raises<TypeError>(
-      [] { TransferWithCacheKeyConfig(BlocksCacheKey{1}, LayerRange{0, 2}, std::nullopt); },
+      [] {
+        TransferWithCacheKeyConfig(BlocksCacheKey{1}, LayerRange{0, 2}, std::nullopt);
+      },
       "dst_layer_range"));
 }
 
 TEST(TransferWithCacheKeyConfigTest, RangesNeedEqualLengths) {
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { TransferWithCacheKeyConfig(BlocksCacheKey{1}, LayerRange{0, 2}, LayerRange{4, 7}); },
+      [] {
+        TransferWithCacheKeyConfig(BlocksCacheKey{1}, LayerRange{0, 2}, LayerRange{4, 7});
+      },
       "dst_layer_range", "differs"));
   EXPECT_NO_THROW(
       TransferWithCacheKeyConfig(BlocksCacheKey{1}, LayerRange{0, 3}, LayerRange{4, 7}));
@@ -222,7 +256,9 @@ TEST(TransferWithCacheKeyConfigTest, RangesNeedEqualLengths) {
 
 TEST(TransferWithCacheKeyConfigTest, BlocksKeyNeedsBatchZero) {
   EXPECT_TRUE(RaisesParamInvalid(
-      [] { TransferWithCacheKeyConfig(BlocksCacheKey{1}, LayerRange{0, 2}, LayerRange{0, 2}, 1); },
+      [] {
+        TransferWithCacheKeyConfig(BlocksCacheKey{1}, LayerRange{0, 2}, LayerRange{0, 2}, 1);
+      },
       "src_batch_index", "BlocksCacheKey"));
   EXPECT_TRUE(Raises<ValueError>(
       [] {

@@ -79,8 +79,8 @@ TEST_F(PullPushValidation, PullCacheKeyNoneIsTypeError) {
 }
 
 TEST_F(PullPushValidation, PullCacheRemoteModeTakesCacheKeyByIdOnly) {
-  EXPECT_TRUE(Raises<TypeError>([&] { validate_pull_cache(pull_cache_args(), true); },
-                                "cache_key", "CacheKeyByIdAndIndex"));
+  EXPECT_TRUE(Raises<TypeError>([&] { validate_pull_cache(pull_cache_args(), true); }, "cache_key",
+                                "CacheKeyByIdAndIndex"));
   PullCacheArgs a = pull_cache_args();
   a.cache_key = PullCacheKey(CacheKeyByIdAndIndex(5, 11));
   EXPECT_NO_THROW(validate_pull_cache(a, true));
@@ -119,8 +119,8 @@ TEST_F(PullPushValidation, PullCacheTensorNumPerLayerRules) {
   a.layers.tensor_num_per_layer = 0;
   EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "tensor_num_per_layer"));
   a.layers.tensor_num_per_layer = 3;  // does not divide 80
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "tensor_num_per_layer",
-                                 "divide"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "tensor_num_per_layer", "divide"));
   a.layers.tensor_num_per_layer = 160;
   EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "tensor_num_per_layer"));
   a.layers.tensor_num_per_layer = 1;
@@ -140,16 +140,15 @@ TEST_F(PullPushValidation, PullCacheKeyNeedsExactlyOneValidId) {
 TEST_F(PullPushValidation, PullLayerRangesAreStepOneFromZero) {
   PullCacheArgs a = pull_cache_args();
   a.layers.src_layer_range = LayerRange{0, 4, 2};
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "src_layer_range",
-                                 "step"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "src_layer_range", "step"));
   a = pull_cache_args();
   a.layers.dst_layer_range = LayerRange{0, 4, -1};
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "dst_layer_range",
-                                 "step"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "dst_layer_range", "step"));
   a = pull_cache_args();
   a.layers.src_layer_range = LayerRange{-1, 4};
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "src_layer_range",
-                                 "< 0"));
+  EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "src_layer_range", "< 0"));
   a = pull_cache_args();
   a.layers.dst_layer_range = LayerRange{4294967295, 4294967297};
   EXPECT_TRUE(Raises<ValueError>([&] { validate_pull_cache(a, false); }, "dst_layer_range"));
@@ -213,8 +212,8 @@ TEST_F(PullPushValidation, PullBlocksSrcBlocksRequiredIffBlocksKey) {
   EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_blocks(a); }, "src_blocks", "empty"));
   a = pull_blocks_args();
   a.src_cache_key = PullBlocksKey(CacheKeyByIdAndIndex(5, 1));
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_blocks(a); }, "src_blocks",
-                                 "not a BlocksCacheKey"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate_pull_blocks(a); }, "src_blocks", "not a BlocksCacheKey"));
   a.src_blocks.clear();
   EXPECT_NO_THROW(validate_pull_blocks(a));
 }
@@ -303,8 +302,8 @@ TEST_F(PullPushValidation, PushCacheTensorNumPerLayer) {
   a.tensor_num_per_layer = 0;
   EXPECT_TRUE(RaisesParamInvalid([&] { validate_push_cache(a, true); }, "tensor_num_per_layer"));
   a.tensor_num_per_layer = 3;
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_push_cache(a, true); }, "tensor_num_per_layer",
-                                 "divide"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate_push_cache(a, true); }, "tensor_num_per_layer", "divide"));
   a.tensor_num_per_layer = 1;
   EXPECT_EQ(validate_push_cache(a, true).layers.size(), 80u);
 }
@@ -346,8 +345,8 @@ TEST_F(PullPushValidation, PushBlocksValidPlan) {
 }
 
 TEST_F(PullPushValidation, PushBlocksNeedsRemoteAccessibleMode) {
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_push_blocks(push_blocks_args(), false); },
-                                 "push_blocks"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate_push_blocks(push_blocks_args(), false); }, "push_blocks"));
 }
 
 TEST_F(PullPushValidation, PushBlocksNoneArgumentsAreTypeErrors) {
@@ -365,8 +364,8 @@ TEST_F(PullPushValidation, PushBlocksNoneArgumentsAreTypeErrors) {
 TEST_F(PullPushValidation, PushBlocksSourceIsBlocks) {
   PushBlocksArgs a = push_blocks_args();
   a.src_cache = &contiguous_;
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_push_blocks(a, true); }, "src_cache",
-                                 "blocks cache"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate_push_blocks(a, true); }, "src_cache", "blocks cache"));
 }
 
 TEST_F(PullPushValidation, PushBlocksDstBlocksNonEmpty) {
@@ -381,8 +380,8 @@ TEST_F(PullPushValidation, PushBlocksRangesAndLayers) {
   a.dst_layer_range = LayerRange{0, 3};
   EXPECT_TRUE(RaisesParamInvalid([&] { validate_push_blocks(a, true); }, "src_layer_range"));
   a.src_layer_range = LayerRange{39, 42};
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_push_blocks(a, true); }, "src_layer_range",
-                                 "exceeds"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate_push_blocks(a, true); }, "src_layer_range", "exceeds"));
   a.tensor_num_per_layer = -1;
   EXPECT_TRUE(Raises<ValueError>([&] { validate_push_blocks(a, true); }, "tensor_num_per_layer"));
 }

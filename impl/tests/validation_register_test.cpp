@@ -102,8 +102,8 @@ TEST_F(RegisterValidation, DeviceRegistrationAtMost50GiB) {
 
 TEST_F(RegisterValidation, HostRegistrationAtMost20GiBUnlessRaised) {
   totals_.host_bytes = 20 * kGiB - 3 * kMiB;
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate(args(host_)); }, "cache_desc",
-                                 "host registration limit"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate(args(host_)); }, "cache_desc", "host registration limit"));
   totals_.device_bytes = 50 * kGiB;  // device totals do not count against host memory
   limits_.max_host_bytes = 1024 * kGiB;
   EXPECT_NO_THROW(validate(args(host_)));
@@ -123,8 +123,11 @@ TEST_F(RegisterValidation, HccsAlignmentIsARuleTheCallerEnables) {
 TEST(CreateCpuCache, PlacementHostAndOneAddressPerTensor) {
   const CacheDesc device(2, {4, 8}, DataType::DT_INT8);
   const CacheDesc host(2, {4, 8}, DataType::DT_INT8, Placement::HOST);
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate_create_cpu_cache(device, {1, 2}); },
-                                 "cache_desc.placement", "HOST"));
+  EXPECT_TRUE(RaisesParamInvalid(
+      [&] {
+        validate_create_cpu_cache(device, {1, 2});
+      },
+      "cache_desc.placement", "HOST"));
   EXPECT_TRUE(RaisesParamInvalid([&] { validate_create_cpu_cache(host, {1}); }, "addrs"));
   EXPECT_NO_THROW(validate_create_cpu_cache(host, {1, 2}));
 }

@@ -76,8 +76,8 @@ TEST_F(TransferValidation, SrcCacheNoneIsTypeError) {
 }
 
 TEST_F(TransferValidation, V2RejectsHostSource) {
-  const CacheView host{3, CacheDesc(80, {4, 256}, DataType::DT_FLOAT16, Placement::HOST),
-                       addrs(80), false};
+  const CacheView host{3, CacheDesc(80, {4, 256}, DataType::DT_FLOAT16, Placement::HOST), addrs(80),
+                       false};
   EXPECT_TRUE(RaisesParamInvalid([&] { validate(args(host)); }, "src_cache", "HOST"));
   env_.version = ApiVersion::kV1;
   EXPECT_NO_THROW(validate(args(host)));
@@ -153,8 +153,8 @@ TEST_F(TransferValidation, V1RejectsAnyDstBlocksFromContiguousSource) {
 TEST_F(TransferValidation, NonBlocksDestinationNeedsNoneOrZeroBlockSize) {
   TransferCacheArgs a = args(contiguous_);
   a.dst_block_memory_size = 4096;
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate(a); }, "dst_block_memory_size",
-                                 "neither None nor 0"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate(a); }, "dst_block_memory_size", "neither None nor 0"));
   a.dst_block_memory_size = 0;
   EXPECT_NO_THROW(validate(a));
 }
@@ -180,8 +180,8 @@ TEST_F(TransferValidation, TransferConfigsNoneIsTypeError) {
 }
 
 TEST_F(TransferValidation, PlainModeNeedsTransferConfig) {
-  configs_.push_back(TransferWithCacheKeyConfig(BlocksCacheKey{3}, LayerRange{0, 2},
-                                                LayerRange{0, 2}));
+  configs_.push_back(
+      TransferWithCacheKeyConfig(BlocksCacheKey{3}, LayerRange{0, 2}, LayerRange{0, 2}));
   EXPECT_TRUE(Raises<TypeError>([&] { validate(args(contiguous_)); }, "transfer_configs[1]",
                                 "must be TransferConfig, got TransferWithCacheKeyConfig"));
 }
@@ -190,8 +190,8 @@ TEST_F(TransferValidation, RemoteModeNeedsTransferWithCacheKeyConfig) {
   env_.remote_cache_accessible = true;
   EXPECT_TRUE(Raises<TypeError>([&] { validate(args(contiguous_)); }, "transfer_configs[0]",
                                 "enable_remote_cache_accessible"));
-  configs_ = {TransferWithCacheKeyConfig(CacheKeyByIdAndIndex(3, 9), LayerRange{0, 2},
-                                         LayerRange{0, 2})};
+  configs_ = {
+      TransferWithCacheKeyConfig(CacheKeyByIdAndIndex(3, 9), LayerRange{0, 2}, LayerRange{0, 2})};
   EXPECT_NO_THROW(validate(args(contiguous_)));
 }
 
@@ -199,8 +199,7 @@ TEST_F(TransferValidation, V1IgnoresRemoteModeAndNeedsTransferConfig) {
   env_.version = ApiVersion::kV1;
   env_.remote_cache_accessible = true;
   EXPECT_NO_THROW(validate(args(contiguous_)));
-  EXPECT_EQ(validate(args(contiguous_)).wait_timeout_code,
-            LLMStatusCode::LLM_WAIT_PROCESS_TIMEOUT);
+  EXPECT_EQ(validate(args(contiguous_)).wait_timeout_code, LLMStatusCode::LLM_WAIT_PROCESS_TIMEOUT);
 }
 
 // Item 5.
@@ -220,22 +219,22 @@ TEST_F(TransferValidation, NoneSrcLayerRangeIsSetInPlace) {
 
 TEST_F(TransferValidation, DefaultingStopsAtTheFailingConfig) {
   configs_ = {TransferConfig(7, addrs(3)), TransferConfig(8, addrs(80))};
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate(args(contiguous_)); },
-                                 "transfer_configs[0].dst_addrs"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate(args(contiguous_)); }, "transfer_configs[0].dst_addrs"));
   EXPECT_EQ(src_layer_range_of(configs_[0]), (LayerRange{0, 40}));
   EXPECT_FALSE(src_layer_range_of(configs_[1]).has_value());
 }
 
 TEST_F(TransferValidation, DefaultRangeOfAnEmptyCacheIsRejected) {
   const CacheView empty{5, CacheDesc(0, {4, 256}, DataType::DT_FLOAT16), {}, false};
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate(args(empty)); },
-                                 "transfer_configs[0].src_layer_range"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { validate(args(empty)); }, "transfer_configs[0].src_layer_range"));
 }
 
 TEST_F(TransferValidation, BlocksSourceNeedsBatchIndexZero) {
   configs_ = {TransferConfig(7, addrs(80), std::nullopt, 1)};
-  EXPECT_TRUE(RaisesParamInvalid([&] { validate(b2b_args()); }, "transfer_configs[0].src_batch_index",
-                                 "while src is blocks"));
+  EXPECT_TRUE(RaisesParamInvalid([&] { validate(b2b_args()); },
+                                 "transfer_configs[0].src_batch_index", "while src is blocks"));
 }
 
 TEST_F(TransferValidation, ContiguousSourceLeavesBatchIndexToTheLayerCheck) {
@@ -262,8 +261,7 @@ TEST_F(TransferValidation, KeyConfigsHaveNoDstAddrsRule) {
   env_.remote_cache_accessible = true;
   configs_ = {TransferWithCacheKeyConfig(BlocksCacheKey{3}, LayerRange{1, 4}, LayerRange{0, 3})};
   EXPECT_NO_THROW(validate(b2b_args()));
-  configs_ = {TransferWithCacheKeyConfig(BlocksCacheKey{3}, LayerRange{38, 41},
-                                         LayerRange{0, 3})};
+  configs_ = {TransferWithCacheKeyConfig(BlocksCacheKey{3}, LayerRange{38, 41}, LayerRange{0, 3})};
   EXPECT_TRUE(RaisesParamInvalid([&] { validate(b2b_args()); },
                                  "transfer_configs[0].src_layer_range", "exceeds"));
 }

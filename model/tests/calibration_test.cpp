@@ -25,7 +25,8 @@ TEST_P(Calibration, WithinFifteenPercentOfPublished) {
   Topology& t = f.topology();
   const int src = 0, dst = std::string(p.path) == "hccs" ? 1 : spec_.devices_per_node;
   const std::uint64_t total = 128ull << 20;
-  const std::uint64_t a = alloc(t.device_memory(src), total), b = alloc(t.device_memory(dst), total);
+  const std::uint64_t a = alloc(t.device_memory(src), total),
+                      b = alloc(t.device_memory(dst), total);
   const std::size_t n = total / p.block;
   std::vector<std::optional<BatchOutcome>> outs((n + 1023) / 1024);
   for (std::size_t first = 0, k = 0; first < n; first += 1024, ++k) {
@@ -52,7 +53,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Point{"hccs", 1 << 20, 161.2}, Point{"hccs", 2 << 20, 164.6},
                       Point{"roce", 16 << 10, 18.2}, Point{"roce", 128 << 10, 23.6},
                       Point{"roce", 1 << 20, 23.8}, Point{"roce", 2 << 20, 23.9}),
-    [](const auto& p) { return std::string(p.param.path) + "_" + std::to_string(p.param.block >> 10) + "K"; });
+    [](const auto& p) {
+      return std::string(p.param.path) + "_" + std::to_string(p.param.block >> 10) + "K";
+    });
 
 }  // namespace
 }  // namespace kvsim::model

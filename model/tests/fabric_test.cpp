@@ -17,10 +17,10 @@ using testing::FabricFixture;
 class FabricTest : public FabricFixture {};
 
 // Expected idle-path time of one batch of at most one chunk, from the spec's numbers alone.
-SimTime idle_time(const TopologySpec& s, std::size_t descriptors, double bytes, Bandwidth bottleneck,
-                  SimTime latency) {
-  return s.dma.batch_setup + descriptors * s.dma.descriptor_cost + transfer_time(bytes, bottleneck) +
-         latency;
+SimTime idle_time(const TopologySpec& s, std::size_t descriptors, double bytes,
+                  Bandwidth bottleneck, SimTime latency) {
+  return s.dma.batch_setup + descriptors * s.dma.descriptor_cost +
+         transfer_time(bytes, bottleneck) + latency;
 }
 
 struct IdleCase {
@@ -40,8 +40,8 @@ TEST_P(IdlePath, CompletesAtLatencyPlusSetupPlusDescriptorsPlusBytesOverBottlene
   Bandwidth bottleneck = s.dma.bandwidth;
   SimTime latency = 0;
   const int dpn = s.devices_per_node;
-  const bool same_domain =
-      c.src_device >= 0 && c.src_device / dpn / s.scale_up_nodes == c.dst_device / dpn / s.scale_up_nodes;
+  const bool same_domain = c.src_device >= 0 && c.src_device / dpn / s.scale_up_nodes ==
+                                                    c.dst_device / dpn / s.scale_up_nodes;
   if (c.src_device < 0) {
     bottleneck = std::min({bottleneck, s.host_link.effective(), s.host_bandwidth, s.hbm_bandwidth});
     latency = s.host_link.latency;
@@ -54,7 +54,8 @@ TEST_P(IdlePath, CompletesAtLatencyPlusSetupPlusDescriptorsPlusBytesOverBottlene
     bottleneck = std::min({bottleneck, s.scale_out.effective(), s.hbm_bandwidth});
     latency = s.scale_out.latency;
   }
-  for (std::size_t n : {std::size_t{1}, std::size_t{7}, static_cast<std::size_t>(s.dma.chunk_descriptors)}) {
+  for (std::size_t n :
+       {std::size_t{1}, std::size_t{7}, static_cast<std::size_t>(s.dma.chunk_descriptors)}) {
     for (std::uint64_t block : {std::uint64_t{4096}, std::uint64_t{3} << 20}) {
       Fabric& f = build(c.preset, c.overrides);
       Topology& t = f.topology();
@@ -101,12 +102,14 @@ TEST_F(FabricTest, EqualFlowsOnOneLinkEachTakeKTimesTheSingleFlowDataTime) {
       post_blocks({i, 0}, a, b, bytes, 1, outs[static_cast<std::size_t>(i)]);
     }
     sc_core::sc_start();
-    const SimTime fixed = spec_.dma.batch_setup + spec_.dma.descriptor_cost + spec_.scale_out.latency;
+    const SimTime fixed =
+        spec_.dma.batch_setup + spec_.dma.descriptor_cost + spec_.scale_out.latency;
     for (const auto& o : outs) {
       ASSERT_TRUE(o && o->ok);
       const SimTime data = o->finished - fixed;
       if (k == 1) single_data = data;
-      EXPECT_NEAR(static_cast<double>(data), static_cast<double>(k) * static_cast<double>(single_data), 1.0 * k)
+      EXPECT_NEAR(static_cast<double>(data),
+                  static_cast<double>(k) * static_cast<double>(single_data), 1.0 * k)
           << "k=" << k;
     }
   }
@@ -115,7 +118,8 @@ TEST_F(FabricTest, EqualFlowsOnOneLinkEachTakeKTimesTheSingleFlowDataTime) {
 
 // Naive water-filling from the definition of max-min fairness: raise every unfrozen flow's rate
 // together; when a resource fills, freeze the flows crossing it.
-std::vector<double> water_fill(const std::vector<std::vector<int>>& flow_resources, std::vector<double> capacity) {
+std::vector<double> water_fill(const std::vector<std::vector<int>>& flow_resources,
+                               std::vector<double> capacity) {
   const std::size_t n = flow_resources.size();
   std::vector<double> rate(n, 0);
   std::vector<bool> frozen(n, false);
@@ -124,7 +128,9 @@ std::vector<double> water_fill(const std::vector<std::vector<int>>& flow_resourc
     for (std::size_t r = 0; r < capacity.size(); ++r) {
       int users = 0;
       for (std::size_t f = 0; f < n; ++f) {
-        if (!frozen[f] && std::count(flow_resources[f].begin(), flow_resources[f].end(), static_cast<int>(r))) ++users;
+        if (!frozen[f] &&
+            std::count(flow_resources[f].begin(), flow_resources[f].end(), static_cast<int>(r)))
+          ++users;
       }
       if (users > 0) step = std::min(step, capacity[r] / users);
     }
@@ -148,7 +154,8 @@ TEST_F(FabricTest, MaxMinSharingOverTwoLinksOfDifferentBandwidth) {
   Fabric& f = build("atlas-a2");
   const double line = spec_.scale_out.effective();
   f.schedule_link_event("roce n1d0", 0, {LinkEvent::Kind::kDegrade, 0.4});
-  const std::vector<double> rates = water_fill({{0, 2}, {1, 2}, {1, 3}}, {line, line, 0.4 * line, line});
+  const std::vector<double> rates =
+      water_fill({{0, 2}, {1, 2}, {1, 3}}, {line, line, 0.4 * line, line});
   ASSERT_GT(std::abs(rates[2] - rates[0]), 0.1 * line);  // the answer is not an equal split
   // Bytes proportional to the max-min rates: every flow then ends at the same instant, which no
   // other allocation achieves.
@@ -165,9 +172,12 @@ TEST_F(FabricTest, MaxMinSharingOverTwoLinksOfDifferentBandwidth) {
   sc_core::sc_start();
   for (auto& o : out) ASSERT_TRUE(o && o->ok);
   const SimTime expected = spec_.dma.batch_setup + spec_.dma.descriptor_cost +
-                           static_cast<SimTime>(unit * static_cast<double>(kSec)) + spec_.scale_out.latency;
-  // Bytes were rounded down to whole bytes: allow a nanosecond; other allocations miss by microseconds.
-  for (auto& o : out) EXPECT_NEAR(static_cast<double>(o->finished), static_cast<double>(expected), 1000.0);
+                           static_cast<SimTime>(unit * static_cast<double>(kSec)) +
+                           spec_.scale_out.latency;
+  // Bytes were rounded down to whole bytes: allow a nanosecond; other allocations miss by
+  // microseconds.
+  for (auto& o : out)
+    EXPECT_NEAR(static_cast<double>(o->finished), static_cast<double>(expected), 1000.0);
 }
 
 TEST_F(FabricTest, BytesLandExactlyAndOnlyWhereDescribed) {
@@ -175,12 +185,14 @@ TEST_F(FabricTest, BytesLandExactlyAndOnlyWhereDescribed) {
   Topology& t = f.topology();
   Hbm& src = t.memory(t.device_memory(0));
   Hbm& dst = t.memory(t.device_memory(20));
-  const std::uint64_t a = alloc(t.device_memory(0), 1 << 20), b = alloc(t.device_memory(20), 1 << 20);
+  const std::uint64_t a = alloc(t.device_memory(0), 1 << 20),
+                      b = alloc(t.device_memory(20), 1 << 20);
   src.fill_pattern(a, 1 << 20, 42);
   const std::vector<std::uint8_t> before = dst.read(b, 1 << 20);
   // Scattered blocks, out of order, 70 descriptors (three chunks).
   std::vector<CopyDescriptor> descs;
-  for (std::uint64_t i = 0; i < 70; ++i) descs.push_back({a + ((i * 37) % 97) * 4096, b + i * 8192, 4096});
+  for (std::uint64_t i = 0; i < 70; ++i)
+    descs.push_back({a + ((i * 37) % 97) * 4096, b + i * 8192, 4096});
   std::optional<BatchOutcome> out;
   f.post({20, 1}, descs, [&](const BatchOutcome& o) { out = o; });
   sc_core::sc_start();
@@ -188,8 +200,9 @@ TEST_F(FabricTest, BytesLandExactlyAndOnlyWhereDescribed) {
   EXPECT_EQ(out->landed_bytes, 70u * 4096);
   std::vector<std::uint8_t> expect = before;
   const std::vector<std::uint8_t> s = src.read(a, 1 << 20);
-  for (const auto& d : descs) std::copy_n(s.begin() + static_cast<long>(d.src_addr - a), d.length,
-                                          expect.begin() + static_cast<long>(d.dst_addr - b));
+  for (const auto& d : descs)
+    std::copy_n(s.begin() + static_cast<long>(d.src_addr - a), d.length,
+                expect.begin() + static_cast<long>(d.dst_addr - b));
   EXPECT_EQ(dst.read(b, 1 << 20), expect);
 }
 
@@ -198,16 +211,18 @@ TEST_F(FabricTest, LargeChunkedBatchPipelinesDescriptorProcessingWithData) {
   Fabric& f = build("atlas-a3");
   Topology& t = f.topology();
   const std::uint64_t block = 1 << 20, n = 128;
-  const std::uint64_t a = alloc(t.device_memory(0), n * block), b = alloc(t.device_memory(1), n * block);
+  const std::uint64_t a = alloc(t.device_memory(0), n * block),
+                      b = alloc(t.device_memory(1), n * block);
   std::optional<BatchOutcome> out;
   post_blocks({0, 0}, a, b, block, n, out);
   sc_core::sc_start();
   ASSERT_TRUE(out && out->ok);
-  const SimTime serial = idle_time(spec_, n, static_cast<double>(n * block), spec_.scale_up.effective(),
-                                   spec_.scale_up.latency);
-  const SimTime overlapped = spec_.dma.batch_setup + spec_.dma.chunk_descriptors * spec_.dma.descriptor_cost +
-                             transfer_time(static_cast<double>(n * block), spec_.scale_up.effective()) +
-                             spec_.scale_up.latency;
+  const SimTime serial = idle_time(spec_, n, static_cast<double>(n * block),
+                                   spec_.scale_up.effective(), spec_.scale_up.latency);
+  const SimTime overlapped =
+      spec_.dma.batch_setup + spec_.dma.chunk_descriptors * spec_.dma.descriptor_cost +
+      transfer_time(static_cast<double>(n * block), spec_.scale_up.effective()) +
+      spec_.scale_up.latency;
   EXPECT_LT(out->finished, serial);
   EXPECT_NEAR(static_cast<double>(out->finished), static_cast<double>(overlapped), 8.0);
 }
@@ -221,7 +236,8 @@ TEST_F(FabricTest, SameInputsGiveBitIdenticalTimes) {
     for (int i = 0; i < 24; ++i) {
       const int s = i % 8, d = 8 + (i * 3) % 8;
       const std::uint64_t block = 4096u << (i % 6);
-      const std::uint64_t a = alloc(t.device_memory(s), 40 * block), b = alloc(t.device_memory(d), 40 * block);
+      const std::uint64_t a = alloc(t.device_memory(s), 40 * block),
+                          b = alloc(t.device_memory(d), 40 * block);
       post_blocks({s, i % 4}, a, b, block, 40, outs[static_cast<std::size_t>(i)]);
     }
     sc_core::sc_start();
@@ -234,8 +250,10 @@ TEST_F(FabricTest, SameInputsGiveBitIdenticalTimes) {
 TEST_F(FabricTest, BadBatchesAreRejectedWithoutSideEffects) {
   Fabric& f = build("atlas-a2");
   Topology& t = f.topology();
-  const std::uint64_t a = alloc(t.device_memory(0), 1 << 20), b = alloc(t.device_memory(1), 1 << 20);
-  auto expect_error = [&](EngineRef e, std::vector<CopyDescriptor> d, ErrorKind kind, const char* words) {
+  const std::uint64_t a = alloc(t.device_memory(0), 1 << 20),
+                      b = alloc(t.device_memory(1), 1 << 20);
+  auto expect_error = [&](EngineRef e, std::vector<CopyDescriptor> d, ErrorKind kind,
+                          const char* words) {
     try {
       f.post(e, std::move(d), nullptr);
       ADD_FAILURE() << "accepted: " << words;
@@ -247,9 +265,12 @@ TEST_F(FabricTest, BadBatchesAreRejectedWithoutSideEffects) {
   expect_error({0, 9}, {{a, b, 16}}, ErrorKind::kOutOfRange, "DMA engine 9");
   expect_error({0, 0}, {}, ErrorKind::kInvalidArgument, "at least one descriptor");
   expect_error({0, 0}, {{a, b, 0}}, ErrorKind::kInvalidArgument, "descriptor 0 has length 0");
-  expect_error({0, 0}, {{a, b, 16}, {a, b + 8, 16}}, ErrorKind::kOverlap, "descriptors 0 and 1 overlap");
-  expect_error({0, 0}, {{a, b, 16}, {a + (1 << 20) - 8, b + 64, 16}}, ErrorKind::kUnallocated, "descriptor 1 source");
-  expect_error({0, 0}, {{a, b + (4 << 20), 16}}, ErrorKind::kUnallocated, "descriptor 0 destination");
+  expect_error({0, 0}, {{a, b, 16}, {a, b + 8, 16}}, ErrorKind::kOverlap,
+               "descriptors 0 and 1 overlap");
+  expect_error({0, 0}, {{a, b, 16}, {a + (1 << 20) - 8, b + 64, 16}}, ErrorKind::kUnallocated,
+               "descriptor 1 source");
+  expect_error({0, 0}, {{a, b + (4 << 20), 16}}, ErrorKind::kUnallocated,
+               "descriptor 0 destination");
   expect_error({0, 0}, {{12345, b, 16}}, ErrorKind::kOutOfRange, "is in no memory");
   EXPECT_EQ(f.stats().batches_posted, 0u);
   sc_core::sc_start();

@@ -65,7 +65,8 @@ TEST_F(FaultsTest, LinkDownMidTransferFailsExactlyTheBatchesThatUseItAtTheDocume
   std::vector<bool> chunk_landed;
   for (std::size_t i = 0; i < kBlocks; ++i) {
     const std::uint64_t off = i * kBlock;
-    const bool copied = !dst.content().first_difference(r.x_dst + off, src.content(), r.x_src + off, kBlock);
+    const bool copied =
+        !dst.content().first_difference(r.x_dst + off, src.content(), r.x_src + off, kBlock);
     if (copied) landed += kBlock;
     const std::size_t chunk = i / static_cast<std::size_t>(spec_.dma.chunk_descriptors);
     if (chunk_landed.size() <= chunk) chunk_landed.push_back(copied);
@@ -87,7 +88,8 @@ TEST_F(FaultsTest, BatchStartingOnADownLinkFailsAfterDetection) {
   sc_core::sc_start();
   EXPECT_FALSE(r.x->ok);
   EXPECT_EQ(r.x->landed_bytes, 0u);
-  EXPECT_EQ(r.x->finished, spec_.dma.batch_setup + spec_.dma.chunk_descriptors * spec_.dma.descriptor_cost +
+  EXPECT_EQ(r.x->finished, spec_.dma.batch_setup +
+                               spec_.dma.chunk_descriptors * spec_.dma.descriptor_cost +
                                spec_.fault_detection_time);
   EXPECT_TRUE(r.y->ok);
 }
@@ -116,9 +118,10 @@ TEST_F(FaultsTest, DegradedLinkRunsAtTheDegradedRate) {
   post_blocks({0, 0}, a, b, bytes, 1, out);
   sc_core::sc_start();
   ASSERT_TRUE(out && out->ok);
-  EXPECT_EQ(out->finished, spec_.dma.batch_setup + spec_.dma.descriptor_cost +
-                               transfer_time(static_cast<double>(bytes), 0.25 * spec_.scale_out.effective()) +
-                               spec_.scale_out.latency);
+  EXPECT_EQ(out->finished,
+            spec_.dma.batch_setup + spec_.dma.descriptor_cost +
+                transfer_time(static_cast<double>(bytes), 0.25 * spec_.scale_out.effective()) +
+                spec_.scale_out.latency);
 }
 
 TEST_F(FaultsTest, BadFaultInputsAreRejected) {

@@ -314,6 +314,30 @@ TEST(FluidNetworkTest, CancelReturnsResidueAndSpeedsUpOthers) {
   EXPECT_EQ(net.load(link), 0);
 }
 
+TEST(FluidNetworkTest, FlowJoiningAtAnotherFlowsCompletionInstant) {
+  FluidNetwork net;
+  const auto link = net.add_resource("link", 1e9);
+  const FlowId a = net.add_flow(1e6, {{link}});
+  net.advance_to(1 * kMs);  // a is done now but not yet collected
+  EXPECT_EQ(net.remaining_bytes(a), 0);
+  const FlowId b = net.add_flow(1e6, {{link}});
+  EXPECT_EQ(net.next_completion(), 1 * kMs);
+  EXPECT_EQ(net.complete_until(FluidNetwork::kNever), std::vector<FlowId>{a});
+  EXPECT_EQ(net.now(), 1 * kMs);
+  EXPECT_EQ(net.complete_until(FluidNetwork::kNever), std::vector<FlowId>{b});
+  EXPECT_EQ(net.now(), 2 * kMs);
+  EXPECT_DOUBLE_EQ(net.carried_bytes(link), 2e6);
+}
+
+TEST(FluidNetworkTest, CompleteUntilWithNothingPending) {
+  FluidNetwork net;
+  net.add_resource("link", 1e9);
+  EXPECT_EQ(net.complete_until(5000), std::vector<FlowId>{});
+  EXPECT_EQ(net.now(), 5000u);
+  EXPECT_EQ(net.complete_until(FluidNetwork::kNever), std::vector<FlowId>{});
+  EXPECT_EQ(net.now(), 5000u);  // kNever is "no bound": the clock stays
+}
+
 TEST(FluidNetworkTest, CappedFlowsAndEmptyPaths) {
   FluidNetwork net;
   const auto link = net.add_resource("link", 10e9);

@@ -38,10 +38,12 @@ class FabricFixture : public ::testing::Test {
 
   /// Posts `count` descriptors of `block` bytes from src to dst (contiguous runs) and records the
   /// outcome into `out` when it ends.
-  std::uint64_t post_blocks(EngineRef engine, std::uint64_t src, std::uint64_t dst, std::uint64_t block,
-                            std::size_t count, std::optional<BatchOutcome>& out) {
+  std::uint64_t post_blocks(EngineRef engine, std::uint64_t src, std::uint64_t dst,
+                            std::uint64_t block, std::size_t count,
+                            std::optional<BatchOutcome>& out) {
     std::vector<CopyDescriptor> descs;
-    for (std::size_t i = 0; i < count; ++i) descs.push_back({src + i * block, dst + i * block, block});
+    for (std::size_t i = 0; i < count; ++i)
+      descs.push_back({src + i * block, dst + i * block, block});
     return fabric_->post(engine, std::move(descs), [&out](const BatchOutcome& o) { out = o; });
   }
 

@@ -43,7 +43,8 @@ TEST(Presets, UnknownPresetListsTheAvailableOnes) {
 }
 
 TEST(Presets, OverridesChangeOneValue) {
-  const TopologySpec spec = load_preset("atlas-a2", {{"scale_out.bandwidth", "400Gb/s"}, {"nodes", "4"}});
+  const TopologySpec spec =
+      load_preset("atlas-a2", {{"scale_out.bandwidth", "400Gb/s"}, {"nodes", "4"}});
   EXPECT_DOUBLE_EQ(spec.scale_out.bandwidth, 50e9);
   EXPECT_EQ(spec.nodes, 4);
   EXPECT_THROW(load_preset("atlas-a2", {{"scale_out.speed", "1"}}), ModelError);
@@ -89,7 +90,8 @@ TEST(Presets, UnknownAndMissingKeysNameTheLine) {
     parse_preset(text + "turbo: true\n", "x.yaml");
     FAIL();
   } catch (const ModelError& e) {
-    EXPECT_NE(std::string(e.what()).find("key 'turbo' is not a known key"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("key 'turbo' is not a known key"), std::string::npos)
+        << e.what();
   }
   const auto pos = text.find("latency: 2us");
   ASSERT_NE(pos, std::string::npos);
@@ -98,7 +100,8 @@ TEST(Presets, UnknownAndMissingKeysNameTheLine) {
     parse_preset(text, "x.yaml");
     FAIL();
   } catch (const ModelError& e) {
-    EXPECT_NE(std::string(e.what()).find("scale_up.latency' is missing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("scale_up.latency' is missing"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("x.yaml:"), std::string::npos) << e.what();
   }
 }
