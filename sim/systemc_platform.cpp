@@ -1,0 +1,319 @@
+// sc_spawn needs the dynamic-process API, which <systemc> only declares with this macro.
+#define SC_INCLUDE_DYNAMIC_PROCESSES
+#include "sim/systemc_platform.h"
+
+#include <systemc>
+
+#include <deque>
+#include <stdexcept>
+
+#include "model/errors.h"
+
+namespace kvsim::sim {
+namespace {
+
+using impl::Time;
+
+bool in_thread() {
+  return sc_core::sc_get_curr_process_kind() == sc_core::SC_THREAD_PROC_;
+}
+
+void require_blocking_context(const char* what) {
+  if (sc_core::sc_get_curr_process_kind() == sc_core::SC_METHOD_PROC_) {
+    throw std::logic_error(std::string(what) + " cannot block inside a completion callback");
+  }
+}
+
+sc_core::sc_time span(Time t) {
+  return sc_core::sc_time::from_value(t);
+}
+
+class SystemcSignal final : public impl::Signal {
+ public:
+  explicit SystemcSignal(SystemcPlatform& p) : platform_(p) {}
+  void set() override {
+    if (set_) return;
+    set_ = true;
+    event_.notify(sc_core::SC_ZERO_TIME);
+    platform_.wake_driver();
+  }
+  bool is_set() const override { return set_; }
+  bool wait_for(Time timeout) override {
+    if (set_) return true;
+    require_blocking_context("Signal::wait_for");
+    if (!in_thread()) return platform_.drive_until([this] { return set_; }, timeout);
+    if (timeout == impl::kForever) {
+      while (!set_) sc_core::wait(event_);
+    } else {
+      const Time deadline = platform_.now() + timeout;
+      while (!set_ && platform_.now() < deadline)
+        sc_core::wait(span(deadline - platform_.now()), event_);
+    }
+    return set_;
+  }
+
+ private:
+  SystemcPlatform& platform_;
+  sc_core::sc_event event_;
+  bool set_ = false;
+};
+
+// FIFO mutex: unlock hands ownership to the oldest waiter, so no waiter starves.
+class SystemcMutex final : public impl::Mutex {
+ public:
+  SystemcMutex(SystemcPlatform& p, std::string name) : platform_(p), name_(std::move(name)) {}
+  void lock() override {
+    if (!locked_) {
+      locked_ = true;
+      return;
+    }
+    require_blocking_context(("Mutex(" + name_ + ")::lock").c_str());
+    auto w = std::make_shared<Waiter>();
+    waiters_.push_back(w);
+    if (in_thread()) {
+      while (!w->granted) sc_core::wait(w->event);
+    } else if (!platform_.drive_until([&w] { return w->granted; }, impl::kForever)) {
+      waiters_.erase(std::find(waiters_.begin(), waiters_.end(), w));
+      throw std::logic_error("Mutex(" + name_ +
+                             ")::lock on the driver would wait forever: its holder never runs");
+    }
+  }
+  bool try_lock() override {
+    if (locked_) return false;
+    locked_ = true;
+    return true;
+  }
+  void unlock() override {
+    if (!locked_) throw std::logic_error("Mutex(" + name_ + ")::unlock while not locked");
+    if (waiters_.empty()) {
+      locked_ = false;
+      return;
+    }
+    std::shared_ptr<Waiter> w = waiters_.front();
+    waiters_.pop_front();
+    w->granted = true;  // ownership passes directly: locked_ stays true
+    w->event.notify(sc_core::SC_ZERO_TIME);
+    platform_.wake_driver();
+  }
+  bool locked() const override { return locked_; }
+
+ private:
+  struct Waiter {
+    sc_core::sc_event event;
+    bool granted = false;
+  };
+  SystemcPlatform& platform_;
+  std::string name_;
+  bool locked_ = false;
+  std::deque<std::shared_ptr<Waiter>> waiters_;
+};
+
+}  // namespace
+
+SystemcPlatform::SystemcPlatform(model::Fabric& fabric)
+    : fabric_(fabric),
+      next_engine_(static_cast<std::size_t>(fabric.topology().device_count()), 0) {}
+
+SystemcPlatform::~SystemcPlatform() = default;
+
+std::optional<std::uint64_t> SystemcPlatform::allocate(int device, impl::Placement placement,
+                                                       std::uint64_t size,
+                                                       std::uint64_t alignment) {
+  model::Topology& t = fabric_.topology();
+  const model::MemoryId m = placement == impl::Placement::HOST ? t.host_memory(t.node_of(device))
+                                                               : t.device_memory(device);
+  try {
+    return t.memory(m).allocate(size, alignment == 0 ? 64 : alignment);
+  } catch (const model::ModelError& e) {
+    if (e.kind() == model::ErrorKind::kOutOfMemory) return std::nullopt;
+    throw std::invalid_argument(e.what());
+  }
+}
+
+bool SystemcPlatform::free(std::uint64_t addr) {
+  model::MemoryId m;
+  if (fabric_.topology().memory_at(addr, &m) == nullptr) return false;
+  try {
+    fabric_.topology().memory(m).free(addr);
+    return true;
+  } catch (const model::ModelError&) {
+    return false;
+  }
+}
+
+std::optional<impl::MemoryLocation> SystemcPlatform::locate(std::uint64_t addr,
+                                                            std::uint64_t len) const {
+  const model::Topology& t = fabric_.topology();
+  model::MemoryId m;
+  const model::Hbm* hbm = t.memory_at(addr, &m);
+  if (hbm == nullptr || len == 0 || !hbm->is_allocated(addr, len)) return std::nullopt;
+  impl::MemoryLocation loc;
+  if (static_cast<int>(m.index) < t.device_count()) {
+    loc.device = static_cast<int>(m.index);
+    loc.node = t.node_of(loc.device);
+    loc.placement = impl::Placement::DEVICE;
+  } else {
+    loc.node = static_cast<int>(m.index) - t.device_count();
+    loc.device = loc.node * t.spec().devices_per_node;
+    loc.placement = impl::Placement::HOST;
+  }
+  return loc;
+}
+
+void SystemcPlatform::write(std::uint64_t addr, const std::uint8_t* data, std::uint64_t len) {
+  model::MemoryId m;
+  if (fabric_.topology().memory_at(addr, &m) == nullptr) {
+    throw std::invalid_argument("write: address is in no memory");
+  }
+  model::Hbm& hbm = fabric_.topology().memory(m);
+  try {
+    hbm.check_access(addr, len, "write");
+  } catch (const model::ModelError& e) {
+    throw std::invalid_argument(e.what());
+  }
+  hbm.content().write(addr, data, len);
+}
+
+void SystemcPlatform::read(std::uint64_t addr, std::uint8_t* out, std::uint64_t len) const {
+  model::MemoryId m;
+  const model::Hbm* hbm = fabric_.topology().memory_at(addr, &m);
+  if (hbm == nullptr) throw std::invalid_argument("read: address is in no memory");
+  try {
+    hbm->check_access(addr, len, "read");
+  } catch (const model::ModelError& e) {
+    throw std::invalid_argument(e.what());
+  }
+  hbm->content().read(addr, out, len);
+}
+
+void SystemcPlatform::post(int device, int engine, std::vector<impl::CopyDescriptor> descriptors,
+                           std::function<void(const impl::CopyOutcome&)> done) {
+  if (engine < 0) {
+    int& next = next_engine_.at(static_cast<std::size_t>(device));
+    engine = next;
+    next = (next + 1) % engines(device);
+  }
+  std::vector<model::CopyDescriptor> descs;
+  descs.reserve(descriptors.size());
+  for (const auto& d : descriptors) descs.push_back({d.src_addr, d.dst_addr, d.length});
+  try {
+    fabric_.post({device, engine}, std::move(descs),
+                 [this, done = std::move(done)](const model::BatchOutcome& o) {
+                   impl::CopyOutcome out;
+                   out.ok = o.ok;
+                   out.error = o.error;
+                   out.landed_bytes = o.landed_bytes;
+                   if (done) done(out);
+                   wake_driver();
+                 });
+  } catch (const model::ModelError& e) {
+    throw std::invalid_argument(e.what());
+  }
+}
+
+int SystemcPlatform::engines(int device) const {
+  (void)fabric_.topology().device_memory(device);  // throws for an unknown device
+  return fabric_.topology().spec().dma.engines;
+}
+
+Time SystemcPlatform::now() const {
+  return fabric_.now();
+}
+
+void SystemcPlatform::sleep(Time duration) {
+  require_blocking_context("sleep");
+  if (in_thread()) {
+    sc_core::wait(span(duration));
+    return;
+  }
+  const Time until = now() + duration;
+  drive_until([this, until] { return now() >= until; }, duration);
+}
+
+std::unique_ptr<impl::Signal> SystemcPlatform::make_signal() {
+  return std::make_unique<SystemcSignal>(*this);
+}
+
+std::unique_ptr<impl::Mutex> SystemcPlatform::make_mutex(const std::string& name) {
+  return std::make_unique<SystemcMutex>(*this, name);
+}
+
+void SystemcPlatform::spawn(const std::string& name, std::function<void()> job) {
+  sc_core::sc_spawn_options opts;
+  opts.set_stack_size(1 << 20);  // user synchronizers (and Python) may need a deep stack
+  const std::string unique = name + "_" + std::to_string(++spawned_);
+  sc_core::sc_spawn(
+      [this, unique, job = std::move(job)] {
+        try {
+          job();
+        } catch (const std::exception& e) {
+          job_failures_.push_back(unique + ": " + e.what());
+        } catch (...) {
+          job_failures_.push_back(unique + ": unknown exception");
+        }
+        wake_driver();
+      },
+      unique.c_str(), &opts);
+  wake_driver();
+}
+
+bool SystemcPlatform::on_job() const {
+  return in_thread();
+}
+
+int SystemcPlatform::device_count() const {
+  return fabric_.topology().device_count();
+}
+
+std::string SystemcPlatform::device_ip(int device) const {
+  return fabric_.topology().device_ip(device);
+}
+
+int SystemcPlatform::device_by_ip(const std::string& ip) const {
+  return fabric_.topology().device_by_ip(ip);
+}
+
+Time SystemcPlatform::round_trip(int device_a, int device_b) const {
+  const model::Topology& t = fabric_.topology();
+  const model::Route r = t.route(t.device_memory(device_a), t.device_memory(device_b), device_a, 0);
+  return 2 * r.latency;
+}
+
+bool SystemcPlatform::drive_until(const std::function<bool()>& done, Time timeout) {
+  start_kernel();
+  const Time start = now();
+  const Time deadline = timeout == impl::kForever || impl::kForever - start < timeout
+                            ? impl::kForever
+                            : start + timeout;
+  ++driver_waiting_;
+  struct Leave {
+    int& n;
+    ~Leave() { --n; }
+  } leave{driver_waiting_};
+  while (!done()) {
+    if (now() >= deadline) return false;
+    if (deadline == impl::kForever) {
+      if (!sc_core::sc_pending_activity()) return false;  // nothing can ever make it hold
+      sc_core::sc_start();  // until starvation, or until wake_driver() pauses it
+    } else {
+      sc_core::sc_start(span(deadline - now()), sc_core::SC_RUN_TO_TIME);
+    }
+  }
+  return true;
+}
+
+void SystemcPlatform::start_kernel() {
+  // Processes spawned during elaboration only count as pending once the kernel has initialised.
+  if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);
+}
+
+void SystemcPlatform::run_until_idle() {
+  start_kernel();
+  while (sc_core::sc_pending_activity()) sc_core::sc_start();
+}
+
+void SystemcPlatform::wake_driver() {
+  if (driver_waiting_ > 0 && sc_core::sc_get_status() == sc_core::SC_RUNNING) sc_core::sc_pause();
+}
+
+}  // namespace kvsim::sim

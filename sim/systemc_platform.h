@@ -1,0 +1,65 @@
+// impl's platform door implemented on the SystemC model: memory in the Fabric's HBMs, copies as
+// DMA batches, jobs as dynamic SC_THREADs, waits as sc_events (on a job) or as simulation steps
+// (on the driver).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "impl/platform.h"
+#include "model/fabric.h"
+
+namespace kvsim::sim {
+
+/// The SystemC platform. One per Fabric; all objects it makes live in that Fabric's kernel.
+class SystemcPlatform final : public impl::Platform {
+ public:
+  explicit SystemcPlatform(model::Fabric& fabric);
+  ~SystemcPlatform() override;
+
+  std::optional<std::uint64_t> allocate(int device, impl::Placement placement, std::uint64_t size,
+                                        std::uint64_t alignment) override;
+  bool free(std::uint64_t addr) override;
+  std::optional<impl::MemoryLocation> locate(std::uint64_t addr, std::uint64_t len) const override;
+  void write(std::uint64_t addr, const std::uint8_t* data, std::uint64_t len) override;
+  void read(std::uint64_t addr, std::uint8_t* out, std::uint64_t len) const override;
+
+  void post(int device, int engine, std::vector<impl::CopyDescriptor> descriptors,
+            std::function<void(const impl::CopyOutcome&)> done) override;
+  int engines(int device) const override;
+
+  impl::Time now() const override;
+  void sleep(impl::Time duration) override;
+  std::unique_ptr<impl::Signal> make_signal() override;
+  std::unique_ptr<impl::Mutex> make_mutex(const std::string& name) override;
+  void spawn(const std::string& name, std::function<void()> job) override;
+  bool on_job() const override;
+
+  int device_count() const override;
+  std::string device_ip(int device) const override;
+  int device_by_ip(const std::string& ip) const override;
+  impl::Time round_trip(int device_a, int device_b) const override;
+
+  /// Runs the simulation on the driver until `done()` holds or `timeout` passes; false on
+  /// timeout or when nothing is left that could make it hold.
+  bool drive_until(const std::function<bool()>& done, impl::Time timeout);
+  /// Runs the simulation until no activity is left.
+  void run_until_idle();
+  /// Wakes a driver blocked in drive_until so it re-checks its condition (called on any state
+  /// change a driver may wait for).
+  void wake_driver();
+  /// Messages of exceptions that escaped a job (impl must catch its own; tests assert none).
+  const std::vector<std::string>& job_failures() const { return job_failures_; }
+
+ private:
+  void start_kernel();
+
+  model::Fabric& fabric_;
+  std::vector<int> next_engine_;
+  int driver_waiting_ = 0;
+  std::uint64_t spawned_ = 0;
+  std::vector<std::string> job_failures_;
+};
+
+}  // namespace kvsim::sim

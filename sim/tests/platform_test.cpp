@@ -1,0 +1,167 @@
+// The SystemC platform's concurrency primitives, from jobs and from the driver.
+#include "sim/systemc_platform.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "model/preset.h"
+#include "model/sim_kernel.h"
+
+namespace kvsim::sim {
+namespace {
+
+using impl::kForever;
+using impl::Time;
+constexpr Time kUs = 1'000'000;
+
+class PlatformTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model::fresh_kernel();
+    fabric_ = std::make_unique<model::Fabric>("fabric", model::load_preset("atlas-a2"));
+    platform_ = std::make_unique<SystemcPlatform>(*fabric_);
+  }
+  void TearDown() override {
+    EXPECT_TRUE(platform_->job_failures().empty());
+    platform_.reset();
+    fabric_.reset();
+    model::fresh_kernel();
+  }
+  std::unique_ptr<model::Fabric> fabric_;
+  std::unique_ptr<SystemcPlatform> platform_;
+};
+
+TEST_F(PlatformTest, DriverWaitReturnsWhenAJobSetsTheSignal) {
+  auto signal = platform_->make_signal();
+  platform_->spawn("setter", [&] {
+    platform_->sleep(30 * kUs);
+    signal->set();
+  });
+  EXPECT_TRUE(signal->wait_for(kForever));
+  EXPECT_EQ(platform_->now(), 30 * kUs);
+}
+
+TEST_F(PlatformTest, DriverWaitTimesOutAfterExactlyTheTimeout) {
+  auto signal = platform_->make_signal();
+  platform_->spawn("late", [&] {
+    platform_->sleep(100 * kUs);
+    signal->set();
+  });
+  EXPECT_FALSE(signal->wait_for(40 * kUs));
+  EXPECT_EQ(platform_->now(), 40 * kUs);
+  EXPECT_TRUE(signal->wait_for(kForever));  // the job was not disturbed
+  EXPECT_EQ(platform_->now(), 100 * kUs);
+}
+
+TEST_F(PlatformTest, WaitThatNothingCanEndReturnsAtOnce) {
+  auto signal = platform_->make_signal();
+  EXPECT_FALSE(signal->wait_for(kForever));
+  EXPECT_EQ(platform_->now(), 0u);
+}
+
+TEST_F(PlatformTest, JobWaitsWithTimeoutInSimulatedTime) {
+  auto never = platform_->make_signal();
+  auto soon = platform_->make_signal();
+  std::vector<std::pair<bool, Time>> seen;
+  platform_->spawn("waiter", [&] {
+    const bool first = never->wait_for(25 * kUs);
+    seen.emplace_back(first, platform_->now());
+    const bool second = soon->wait_for(kForever);
+    seen.emplace_back(second, platform_->now());
+  });
+  platform_->spawn("setter", [&] {
+    platform_->sleep(60 * kUs);
+    soon->set();
+  });
+  platform_->run_until_idle();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], std::make_pair(false, 25 * kUs));
+  EXPECT_EQ(seen[1], std::make_pair(true, 60 * kUs));
+}
+
+TEST_F(PlatformTest, MutexHandsOverInFifoOrderAcrossSimulatedTime) {
+  auto mutex = platform_->make_mutex("link");
+  std::vector<std::pair<int, Time>> acquired;
+  for (int i = 0; i < 3; ++i) {
+    platform_->spawn("worker", [&, i] {
+      platform_->sleep(static_cast<Time>(i) * kUs);  // request in order 0, 1, 2
+      mutex->lock();
+      acquired.emplace_back(i, platform_->now());
+      platform_->sleep(10 * kUs);
+      mutex->unlock();
+    });
+  }
+  platform_->run_until_idle();
+  ASSERT_EQ(acquired.size(), 3u);
+  EXPECT_EQ(acquired[0], std::make_pair(0, Time{0}));
+  EXPECT_EQ(acquired[1], std::make_pair(1, 10 * kUs));
+  EXPECT_EQ(acquired[2], std::make_pair(2, 20 * kUs));
+  EXPECT_FALSE(mutex->locked());
+}
+
+TEST_F(PlatformTest, DriverLockWaitsForTheJobThatHoldsIt) {
+  auto mutex = platform_->make_mutex("transfer");
+  platform_->spawn("holder", [&] {
+    mutex->lock();
+    platform_->sleep(70 * kUs);
+    mutex->unlock();
+  });
+  platform_->sleep(1 * kUs);  // let the holder take it
+  EXPECT_TRUE(mutex->locked());
+  EXPECT_FALSE(mutex->try_lock());
+  mutex->lock();
+  EXPECT_EQ(platform_->now(), 70 * kUs);
+  mutex->unlock();
+}
+
+TEST_F(PlatformTest, PostedCopiesCompleteInSimulatedTimeAndMoveBytes) {
+  const auto src = platform_->allocate(0, impl::Placement::DEVICE, 1 << 20, 0);
+  const auto dst = platform_->allocate(9, impl::Placement::DEVICE, 1 << 20, 0);
+  ASSERT_TRUE(src && dst);
+  std::vector<std::uint8_t> bytes(4096);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  platform_->write(*src, bytes.data(), bytes.size());
+  auto done = platform_->make_signal();
+  impl::CopyOutcome outcome;
+  platform_->post(0, -1, {{*src, *dst, 4096}}, [&](const impl::CopyOutcome& o) {
+    outcome = o;
+    done->set();
+  });
+  ASSERT_TRUE(done->wait_for(kForever));
+  EXPECT_TRUE(outcome.ok);
+  EXPECT_GT(platform_->now(), 0u);
+  std::vector<std::uint8_t> back(4096);
+  platform_->read(*dst, back.data(), back.size());
+  EXPECT_EQ(back, bytes);
+  const auto loc = platform_->locate(*dst + 100, 10);
+  ASSERT_TRUE(loc);
+  EXPECT_EQ(loc->device, 9);
+  EXPECT_EQ(loc->node, 1);
+  EXPECT_FALSE(platform_->locate(*dst + (1 << 20) - 4, 16));
+  EXPECT_THROW(platform_->post(0, 0, {{*src, *dst, 0}}, nullptr), std::invalid_argument);
+}
+
+TEST_F(PlatformTest, AllocationThatDoesNotFitIsRefused) {
+  EXPECT_FALSE(platform_->allocate(0, impl::Placement::DEVICE, 65ull << 30, 0));
+  EXPECT_TRUE(platform_->allocate(0, impl::Placement::HOST, 1ull << 30, 0));
+}
+
+TEST_F(PlatformTest, EscapedJobExceptionsAreRecorded) {
+  platform_->spawn("bad", [] { throw std::runtime_error("boom"); });
+  platform_->run_until_idle();
+  ASSERT_EQ(platform_->job_failures().size(), 1u);
+  EXPECT_NE(platform_->job_failures()[0].find("boom"), std::string::npos);
+  const_cast<std::vector<std::string>&>(platform_->job_failures()).clear();
+}
+
+TEST_F(PlatformTest, AddressingFollowsThePreset) {
+  EXPECT_EQ(platform_->device_count(), 16);
+  EXPECT_EQ(platform_->device_ip(3), "10.0.0.4");
+  EXPECT_EQ(platform_->device_by_ip("10.0.0.4"), 3);
+  EXPECT_EQ(platform_->round_trip(0, 8), 2 * fabric_->topology().spec().scale_out.latency);
+  EXPECT_EQ(platform_->round_trip(0, 1), 2 * fabric_->topology().spec().scale_up.latency);
+}
+
+}  // namespace
+}  // namespace kvsim::sim
