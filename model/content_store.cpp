@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "model/errors.h"
+#include "model/units.h"
 
 namespace kvsim::model {
 namespace {
@@ -53,12 +54,6 @@ void generate_pattern(std::uint64_t seed, std::uint64_t stream, std::uint8_t* ou
     for (; shift < 64 && n > 0; shift += 8, --n) *out++ = static_cast<std::uint8_t>(v >> shift);
     shift = 0;
   }
-}
-
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 }  // namespace
@@ -150,9 +145,9 @@ std::uint8_t ContentStore::pattern_byte(std::uint64_t seed, std::uint64_t i) {
 
 void ContentStore::check_range(std::uint64_t addr, std::uint64_t len, const char* what) {
   if (len > kMax - addr) {
-    throw ModelError(ErrorKind::kOutOfRange, std::string("content ") + what + " of " +
-                                                 std::to_string(len) + " bytes at " + hex(addr) +
-                                                 " runs past the 64-bit address space");
+    throw ModelError(ErrorKind::kOutOfRange,
+                     std::string("content ") + what + " of " + std::to_string(len) + " bytes at " +
+                         format_address(addr) + " runs past the 64-bit address space");
   }
 }
 
@@ -161,7 +156,7 @@ void ContentStore::write(std::uint64_t addr, const std::uint8_t* data, std::uint
   if (len == 0) return;
   if (data == nullptr) {
     throw ModelError(ErrorKind::kInvalidArgument, "content write of " + std::to_string(len) +
-                                                      " bytes at " + hex(addr) +
+                                                      " bytes at " + format_address(addr) +
                                                       " from a null pointer");
   }
   Extent e;
@@ -201,7 +196,7 @@ void ContentStore::read(std::uint64_t addr, std::uint8_t* out, std::uint64_t len
   if (len == 0) return;
   if (out == nullptr) {
     throw ModelError(ErrorKind::kInvalidArgument, "content read of " + std::to_string(len) +
-                                                      " bytes at " + hex(addr) +
+                                                      " bytes at " + format_address(addr) +
                                                       " into a null pointer");
   }
   Cursor c(*this, addr);

@@ -4,17 +4,9 @@
 #include <cstdio>
 
 #include "model/errors.h"
+#include "model/units.h"
 
 namespace kvsim::model {
-namespace {
-
-std::string hex(std::uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
-}  // namespace
 
 struct Fabric::Chunk {
   Batch* batch = nullptr;
@@ -109,7 +101,7 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
       const Hbm* m = topology_->memory_at(addr);
       if (m == nullptr) {
         throw ModelError(ErrorKind::kOutOfRange, "post: " + which + " " + role + " address " +
-                                                     hex(addr) + " is in no memory");
+                                                     format_address(addr) + " is in no memory");
       }
       m->check_access(addr, d.length, (std::string("post: ") + which + " " + role).c_str());
     }

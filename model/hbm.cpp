@@ -8,17 +8,12 @@
 #include <utility>
 
 #include "model/errors.h"
+#include "model/units.h"
 
 namespace kvsim::model {
 namespace {
 
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 }  // namespace
 
@@ -33,15 +28,15 @@ Hbm::Hbm(std::string name, std::uint64_t base, std::uint64_t capacity, Bandwidth
   }
   // The end address must be representable, so that ranges inside the memory never overflow.
   if (capacity_ > kMax - base_) {
-    throw ModelError(ErrorKind::kOutOfRange, name_ + ": base " + hex(base_) + " + capacity " +
-                                                 std::to_string(capacity_) +
+    throw ModelError(ErrorKind::kOutOfRange, name_ + ": base " + format_address(base_) +
+                                                 " + capacity " + std::to_string(capacity_) +
                                                  " runs past the 64-bit address space");
   }
 }
 
 std::string Hbm::describe(const char* what, std::uint64_t addr, std::uint64_t len) const {
   return name_ + ": " + (what ? what : "access") + " of " + std::to_string(len) + " bytes at " +
-         hex(addr);
+         format_address(addr);
 }
 
 std::uint64_t Hbm::allocate(std::uint64_t size, std::uint64_t alignment) {
@@ -95,16 +90,16 @@ void Hbm::allocate_at(std::uint64_t addr, std::uint64_t size) {
                      describe("allocate_at", addr, size) + ": size must be > 0");
   }
   if (addr < base_ || addr > end() || size > end() - addr) {
-    throw ModelError(ErrorKind::kOutOfRange, describe("allocate_at", addr, size) +
-                                                 " is outside the memory [" + hex(base_) + ", " +
-                                                 hex(end()) + ")");
+    throw ModelError(ErrorKind::kOutOfRange,
+                     describe("allocate_at", addr, size) + " is outside the memory [" +
+                         format_address(base_) + ", " + format_address(end()) + ")");
   }
   auto it = allocations_.upper_bound(addr);
   if (it != allocations_.begin() && std::prev(it)->first + std::prev(it)->second > addr) --it;
   if (it != allocations_.end() && it->first < addr + size) {
     throw ModelError(ErrorKind::kOverlap,
                      describe("allocate_at", addr, size) + " overlaps the allocation of " +
-                         std::to_string(it->second) + " bytes at " + hex(it->first));
+                         std::to_string(it->second) + " bytes at " + format_address(it->first));
   }
   allocations_.emplace(addr, size);
   allocated_bytes_ += size;
@@ -119,12 +114,12 @@ void Hbm::free(std::uint64_t addr) {
       const auto prev = std::prev(next);
       if (addr - prev->first < prev->second) {
         where = " (it lies inside the allocation of " + std::to_string(prev->second) +
-                " bytes at " + hex(prev->first) + ")";
+                " bytes at " + format_address(prev->first) + ")";
       }
     }
-    throw ModelError(
-        ErrorKind::kUnallocated,
-        name_ + ": free of " + hex(addr) + ", which does not start a live allocation" + where);
+    throw ModelError(ErrorKind::kUnallocated, name_ + ": free of " + format_address(addr) +
+                                                  ", which does not start a live allocation" +
+                                                  where);
   }
   content_.clear(it->first, it->second);
   allocated_bytes_ -= it->second;
@@ -142,18 +137,18 @@ bool Hbm::is_allocated(std::uint64_t addr, std::uint64_t len) const {
 
 void Hbm::check_access(std::uint64_t addr, std::uint64_t len, const char* what) const {
   if (addr < base_ || addr > end() || len > end() - addr) {
-    throw ModelError(ErrorKind::kOutOfRange, describe(what, addr, len) +
-                                                 " is outside the memory [" + hex(base_) + ", " +
-                                                 hex(end()) + ")");
+    throw ModelError(ErrorKind::kOutOfRange,
+                     describe(what, addr, len) + " is outside the memory [" +
+                         format_address(base_) + ", " + format_address(end()) + ")");
   }
   if (is_allocated(addr, len)) return;
-  std::string why = " (" + hex(addr) + " is not allocated)";
+  std::string why = " (" + format_address(addr) + " is not allocated)";
   auto it = allocations_.upper_bound(addr);
   if (it != allocations_.begin()) {
     --it;
     if (addr - it->first < it->second) {
-      why = " (it runs past the end " + hex(it->first + it->second) + " of the allocation at " +
-            hex(it->first) + ")";
+      why = " (it runs past the end " + format_address(it->first + it->second) +
+            " of the allocation at " + format_address(it->first) + ")";
     }
   }
   throw ModelError(ErrorKind::kUnallocated,

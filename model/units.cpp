@@ -158,4 +158,10 @@ std::string format_time(SimTime t) {
   return buf;
 }
 
+std::string format_address(std::uint64_t addr) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(addr));
+  return buf;
+}
+
 }  // namespace kvsim::model

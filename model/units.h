@@ -39,5 +39,7 @@ std::string format_bytes(double bytes);
 std::string format_bandwidth(Bandwidth rate);
 /// "6.71 ms", "815 us": an adaptive unit for humans.
 std::string format_time(SimTime t);
+/// "0x10000200000": an address in error messages.
+std::string format_address(std::uint64_t addr);
 
 }  // namespace kvsim::model
