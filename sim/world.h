@@ -1,0 +1,40 @@
+// A simulated world: a fresh SystemC kernel, the hardware of a preset, the platform door on it,
+// and the directory of llm_datadist engines that live in it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/fabric.h"
+#include "model/preset.h"
+#include "sim/systemc_platform.h"
+
+namespace kvsim::impl {
+class Directory;
+}
+
+namespace kvsim::sim {
+
+/// Owns one simulation. SystemC has one kernel per process, so at most one World lives at a time
+/// (a second throws std::logic_error); destroying it frees its modules and detaches the kernel.
+class World {
+ public:
+  /// Builds the preset (name or YAML path) with overrides on a fresh kernel.
+  explicit World(const std::string& preset, const std::vector<model::Override>& overrides = {});
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+  ~World();
+
+  model::Fabric& fabric() { return *fabric_; }
+  SystemcPlatform& platform() { return *platform_; }
+  impl::Directory& directory() { return *directory_; }
+  const model::TopologySpec& spec() const { return fabric_->topology().spec(); }
+
+ private:
+  std::unique_ptr<model::Fabric> fabric_;
+  std::unique_ptr<SystemcPlatform> platform_;
+  std::unique_ptr<impl::Directory> directory_;
+};
+
+}  // namespace kvsim::sim
