@@ -16,6 +16,8 @@ struct Fabric::Chunk {
   bool opens_batch = false;  ///< pays the batch setup time
   int pending_flows = 0;
   bool sending = false;
+  SimTime processing_start = 0;
+  SimTime data_start = 0;
   SimTime latency = 0;
   std::vector<std::uint32_t> links;
   std::vector<FluidNetwork::FlowId> flows;
@@ -205,6 +207,7 @@ void Fabric::try_process(Engine& e) {
     const DmaSpec& dma = topology_->spec().dma;
     const SimTime cost = (c->opens_batch ? dma.batch_setup : 0) + c->count * dma.descriptor_cost;
     e.processing = c;
+    c->processing_start = now();
     Action a(Action::Kind::kDescriptorsDone);
     a.engine = &e;
     a.chunk = c;
@@ -229,6 +232,7 @@ void Fabric::start_data(Engine& e, Chunk* c) {
   Batch* b = c->batch;
   ++e.in_flight;
   c->sending = true;
+  c->data_start = now();
   // One flow per distinct (source memory, destination memory) pair in the chunk, in first-seen
   // order.
   struct Group {
@@ -284,6 +288,7 @@ void Fabric::on_chunk_sent(Chunk* c) {
   c->sending = false;
   c->flows.clear();
   --e.in_flight;
+  if (observer_) observer_->on_data(e.ref, b->id, c->data_start, now(), c->bytes, c->links, true);
   b->outcome.landed_bytes += c->bytes;  // committed: its bytes are on the wire and will land
   Action a(Action::Kind::kArrive);
   a.chunk = c;
@@ -320,6 +325,8 @@ void Fabric::fail_batch(Batch* b, const std::string& why) {
   Engine& e = *b->engine;
   for (auto& c : b->chunks) {
     if (!c->sending) continue;
+    if (observer_)
+      observer_->on_data(e.ref, b->id, c->data_start, now(), c->bytes, c->links, false);
     for (FluidNetwork::FlowId f : c->flows) {
       if (flow_owner_.erase(f) > 0) net_.cancel_flow(f);
     }
@@ -348,11 +355,13 @@ void Fabric::fail_batch(Batch* b, const std::string& why) {
 
 void Fabric::finish_batch(Batch* b) {
   b->reported = true;
+  if (observer_) observer_->on_batch_end(b->engine->ref, b->outcome);
   if (b->on_done) b->on_done(b->outcome);
 }
 
 void Fabric::apply_link_event(std::uint32_t link, LinkEvent ev) {
   const Link& l = topology_->links()[link];
+  if (observer_) observer_->on_link_event(link, now(), ev);
   switch (ev.kind) {
     case LinkEvent::Kind::kDown: {
       link_state_[link] = 0;
@@ -399,6 +408,10 @@ void Fabric::run() {
       case Action::Kind::kDescriptorsDone: {
         Engine& e = *a.engine;
         e.processing = nullptr;
+        if (observer_) {
+          observer_->on_processing(e.ref, a.chunk->batch->id, a.chunk->processing_start, now(),
+                                   a.chunk->count);
+        }
         if (!a.chunk->batch->failed) {
           if (e.in_flight < topology_->spec().dma.queue_depth) {
             start_data(e, a.chunk);

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/fabric_observer.h"
 #include "model/fluid_network.h"
 #include "model/topology.h"
 #include "model/units.h"
@@ -94,6 +95,9 @@ class Fabric : public sc_core::sc_module {
   /// True if the link is up now.
   bool link_up(std::uint32_t link) const;
 
+  /// Attaches an observer (nullptr detaches); the Fabric does not own it.
+  void set_observer(FabricObserver* observer) { observer_ = observer; }
+
   /// Counters for benchmarks and reports.
   struct Stats {
     std::uint64_t batches_posted = 0;
@@ -138,7 +142,9 @@ class Fabric : public sc_core::sc_module {
   std::uint64_t next_batch_id_ = 1;
   std::uint64_t next_seq_ = 0;
   SimTime wake_time_ = FluidNetwork::kNever;
-  bool in_run_ = false;  ///< inside run(): its loop picks up new work, no notification needed
+  bool in_run_ = false;
+  FabricObserver* observer_ =
+      nullptr;  ///< inside run(): its loop picks up new work, no notification needed
   sc_core::sc_event wake_;
   Stats stats_;
 };
