@@ -16,8 +16,8 @@ const char* to_string(ErrorKind kind) {
       return "out of memory";
     case ErrorKind::kUnknownPreset:
       return "unknown preset";
-    case ErrorKind::kPresetFormat:
-      return "preset format";
+    case ErrorKind::kFormat:
+      return "format";
   }
   return "unknown";
 }

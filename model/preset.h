@@ -23,7 +23,7 @@ std::vector<std::string> available_presets();
 std::string find_preset(const std::string& name_or_path);
 
 /// Loads a preset by name or path and applies overrides. Every field is required; unknown keys,
-/// bad values and unknown override keys throw ModelError(kPresetFormat) naming file, line and key.
+/// bad values and unknown override keys throw ModelError(kFormat) naming file, line and key.
 TopologySpec load_preset(const std::string& name_or_path,
                          const std::vector<Override>& overrides = {});
 /// Parses preset text (for tests and embedded scenarios); `origin` names it in errors.

@@ -59,7 +59,7 @@ LinkType link_type_from_string(const std::string& text) {
                      LinkType::kInfiniband, LinkType::kPcie}) {
     if (text == to_string(t)) return t;
   }
-  throw ModelError(ErrorKind::kPresetFormat,
+  throw ModelError(ErrorKind::kFormat,
                    "link type '" + text + "' is not one of hccs, ub, nvlink, roce, ib, pcie");
 }
 

@@ -67,7 +67,7 @@ TEST_P(PresetBadValues, FailWithFileLineAndKey) {
     FAIL() << p.key << "=" << p.value << " accepted";
   } catch (const ModelError& e) {
     const std::string what = e.what();
-    EXPECT_EQ(e.kind(), ErrorKind::kPresetFormat) << what;
+    EXPECT_EQ(e.kind(), ErrorKind::kFormat) << what;
     EXPECT_NE(what.find("a2.yaml"), std::string::npos) << what;
     EXPECT_NE(what.find(p.expect), std::string::npos) << what;
   }

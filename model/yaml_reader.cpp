@@ -1,0 +1,127 @@
+#include "model/yaml_reader.h"
+
+#include <exception>
+
+namespace kvsim::model {
+
+YamlReader::YamlReader(const YAML::Node& node, std::string origin, std::string path)
+    : node_(node), origin_(std::move(origin)), path_(std::move(path)) {
+  if (!node_.IsMap()) fail(node_, path_.empty() ? "(top level)" : path_, "must be a mapping");
+}
+
+YamlReader::~YamlReader() noexcept(false) {
+  if (std::uncaught_exceptions() > 0 || !node_.IsMap()) return;
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.as<std::string>();
+    if (!used_.count(key)) {
+      std::string known;
+      for (const auto& k : expected_) known += (known.empty() ? "" : ", ") + k;
+      fail(kv.first, qualified(key), "is not a known key here (known: " + known + ")");
+    }
+  }
+}
+
+void YamlReader::fail(const YAML::Node& at, const std::string& key, const std::string& rule) const {
+  const YAML::Mark m = at.Mark();
+  throw ModelError(ErrorKind::kFormat,
+                   origin_ + ":" + std::to_string(m.line + 1) + ": key '" + key + "' " + rule);
+}
+
+void YamlReader::fail_key(const std::string& key, const std::string& rule) const {
+  const YAML::Node v = node_[key];
+  fail(v ? v : node_, qualified(key), rule);
+}
+
+std::string YamlReader::qualified(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+YAML::Node YamlReader::need(const std::string& key) {
+  used_.insert(key);
+  expected_.push_back(key);
+  const YAML::Node v = node_[key];
+  if (!v) fail(node_, qualified(key), "is missing");
+  return v;
+}
+
+bool YamlReader::has(const std::string& key) {
+  used_.insert(key);
+  expected_.push_back(key);
+  return static_cast<bool>(node_[key]);
+}
+
+YamlReader YamlReader::child(const std::string& key) {
+  return YamlReader(need(key), origin_, qualified(key));
+}
+
+std::string YamlReader::text(const std::string& key) {
+  const YAML::Node v = need(key);
+  if (!v.IsScalar()) fail(v, qualified(key), "must be a scalar");
+  return v.Scalar();
+}
+
+std::int64_t YamlReader::integer(const std::string& key, std::int64_t lo, std::int64_t hi) {
+  return parsed<std::int64_t>(key, [&](const std::string& s) {
+    std::size_t pos = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(s, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos != s.size() || s.empty() || v < lo || v > hi) {
+      throw ModelError(ErrorKind::kInvalidArgument, "'" + s + "' must be an integer in [" +
+                                                        std::to_string(lo) + ", " +
+                                                        std::to_string(hi) + "]");
+    }
+    return static_cast<std::int64_t>(v);
+  });
+}
+
+double YamlReader::real(const std::string& key, double lo, double hi) {
+  return parsed<double>(key, [&](const std::string& s) {
+    std::size_t pos = 0;
+    double v = 0;
+    try {
+      v = std::stod(s, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos != s.size() || !(v > lo && v <= hi)) {
+      throw ModelError(ErrorKind::kInvalidArgument, "'" + s + "' must be a number in (" +
+                                                        std::to_string(lo) + ", " +
+                                                        std::to_string(hi) + "]");
+    }
+    return v;
+  });
+}
+
+bool YamlReader::boolean(const std::string& key) {
+  return parsed<bool>(key, [](const std::string& s) {
+    if (s == "true") return true;
+    if (s == "false") return false;
+    throw ModelError(ErrorKind::kInvalidArgument, "'" + s + "' must be true or false");
+  });
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  try {
+    return YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw ModelError(ErrorKind::kFormat, path + ": cannot be read");
+  } catch (const YAML::Exception& e) {
+    throw ModelError(ErrorKind::kFormat,
+                     path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+YAML::Node load_yaml_text(const std::string& text, const std::string& origin) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ModelError(ErrorKind::kFormat,
+                     origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+}  // namespace kvsim::model
