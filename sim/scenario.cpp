@@ -1,0 +1,254 @@
+#include "sim/scenario.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "model/errors.h"
+#include "model/yaml_reader.h"
+
+namespace kvsim::sim {
+namespace {
+
+using model::ErrorKind;
+using model::ModelError;
+using model::SimTime;
+using model::YamlReader;
+
+void apply_overrides(YAML::Node root, const std::string& origin,
+                     const std::vector<ScenarioOverride>& overrides) {
+  for (const auto& [key, value] : overrides) {
+    std::vector<std::string> parts;
+    std::stringstream ss(key);
+    for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+    if (parts.empty() || std::find(parts.begin(), parts.end(), "") != parts.end()) {
+      throw ModelError(ErrorKind::kFormat,
+                       origin + ": override key '" + key + "' is not a dotted key");
+    }
+    // Walk with fresh handles: YAML::Node assignment would rebind, not descend.
+    std::vector<YAML::Node> chain{root};
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+      YAML::Node next = chain.back()[parts[i]];
+      if (next && !next.IsMap()) {
+        throw ModelError(ErrorKind::kFormat, origin + ": override key '" + key + "': '" + parts[i] +
+                                                 "' is not a mapping");
+      }
+      chain.push_back(next);
+    }
+    chain.back()[parts.back()] = value;
+  }
+}
+
+// Flattens a mapping of preset values into dotted overrides ("scale_out.bandwidth", "200Gb/s").
+void flatten(const YAML::Node& node, const std::string& prefix, std::vector<model::Override>& out) {
+  for (const auto& kv : node) {
+    const std::string key =
+        prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>();
+    if (kv.second.IsMap())
+      flatten(kv.second, key, out);
+    else
+      out.emplace_back(key, kv.second.Scalar());
+  }
+}
+
+std::vector<Request> read_trace(const std::string& path, const YamlReader& at) {
+  std::ifstream in(path);
+  if (!in) at.fail_key("trace", "names a file that cannot be read: " + path);
+  std::vector<Request> out;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty() || line[0] == '#' || line.rfind("arrival", 0) == 0) continue;
+    std::stringstream ss(line);
+    double arrival_ms = 0;
+    char comma = 0;
+    long long tokens = 0;
+    if (!(ss >> arrival_ms >> comma >> tokens) || comma != ',' || arrival_ms < 0 || tokens <= 0) {
+      throw ModelError(
+          ErrorKind::kFormat,
+          path + ":" + std::to_string(n) +
+              ": expected 'arrival_ms,prompt_tokens' with arrival >= 0 and tokens > 0");
+    }
+    out.push_back({static_cast<SimTime>(std::llround(arrival_ms * static_cast<double>(model::kMs))),
+                   static_cast<std::uint64_t>(tokens)});
+  }
+  if (out.empty()) at.fail_key("trace", "names a file with no requests: " + path);
+  return out;
+}
+
+Scenario read(const YAML::Node& root, const std::string& origin, const std::string& base_dir) {
+  Scenario s;
+  s.origin = origin;
+  YamlReader top(root, origin, "");
+  s.question = top.text("question");
+  {
+    YamlReader hw = top.child("hardware");
+    s.preset = hw.text("preset");
+    for (const auto& kv : hw.node()) {
+      const std::string key = kv.first.as<std::string>();
+      if (key == "preset") continue;
+      hw.has(key);
+      if (kv.second.IsMap())
+        flatten(kv.second, key, s.hardware_overrides);
+      else
+        s.hardware_overrides.emplace_back(key, kv.second.Scalar());
+    }
+    try {
+      const model::TopologySpec spec = model::load_preset(s.preset, s.hardware_overrides);
+      (void)spec;
+    } catch (const ModelError& e) {
+      hw.fail_key("preset", std::string("with its overrides is not a valid machine: ") + e.what());
+    }
+  }
+  {
+    YamlReader m = top.child("model");
+    const std::string name = m.text("name");
+    try {
+      s.model = load_model(name);
+    } catch (const ModelError& e) {
+      m.fail_key("name", e.what());
+    }
+    s.tensor_parallel = static_cast<int>(m.integer("tensor_parallel", 1, 64));
+    s.dtype = m.text("dtype");
+    if (s.dtype == "bf16" || s.dtype == "fp16")
+      s.dtype_bytes = 2;
+    else if (s.dtype == "fp32")
+      s.dtype_bytes = 4;
+    else if (s.dtype == "int8" || s.dtype == "fp8")
+      s.dtype_bytes = 1;
+    else
+      m.fail_key("dtype", "must be one of bf16, fp16, fp32, int8, fp8");
+  }
+  {
+    YamlReader c = top.child("cache");
+    const std::string layout = c.text("layout");
+    if (layout == "paged") {
+      s.paged = true;
+      s.block_tokens = static_cast<std::uint32_t>(c.integer("block_tokens", 1, 65536));
+    } else if (layout != "contiguous") {
+      c.fail_key("layout", "must be contiguous or paged");
+    }
+  }
+  {
+    YamlReader w = top.child("workload");
+    if (w.has("trace")) {
+      std::filesystem::path p = w.text("trace");
+      if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+      s.requests = read_trace(p.string(), w);
+    } else {
+      const auto count = static_cast<std::size_t>(w.integer("requests", 1, 1'000'000));
+      const SimTime interval = w.time("interval");
+      const YAML::Node tokens = w.need("prompt_tokens");
+      std::uint64_t lo = 0, hi = 0;
+      if (tokens.IsMap()) {
+        YamlReader range = w.child("prompt_tokens");
+        lo = static_cast<std::uint64_t>(range.integer("min", 1, 1 << 24));
+        hi = static_cast<std::uint64_t>(range.integer("max", 1, 1 << 24));
+        if (hi < lo) w.fail_key("prompt_tokens", "has max < min");
+      } else {
+        lo = hi = static_cast<std::uint64_t>(w.integer("prompt_tokens", 1, 1 << 24));
+      }
+      const std::uint64_t seed =
+          w.has("seed") ? static_cast<std::uint64_t>(w.integer("seed", 0, INT64_MAX)) : 1;
+      std::mt19937_64 rng(
+          seed);  // fixed algorithm: the same seed gives the same workload everywhere
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::uint64_t t = lo == hi ? lo : lo + rng() % (hi - lo + 1);
+        s.requests.push_back({static_cast<SimTime>(i) * interval, t});
+      }
+    }
+  }
+  {
+    YamlReader p = top.child("prefill");
+    if (p.has("layer_time")) {
+      s.layer_time = p.time("layer_time");
+    } else {
+      s.device_tflops = p.real("device_tflops", 0, 1e6);
+      s.compute_efficiency = p.real("efficiency", 0, 1);
+    }
+  }
+  {
+    YamlReader t = top.child("transfer");
+    const std::string method = t.text("method");
+    if (method == "layerwise")
+      s.method = TransferMethod::kLayerwise;
+    else if (method == "pull_blocks")
+      s.method = TransferMethod::kPullBlocks;
+    else
+      t.fail_key("method", "must be layerwise or pull_blocks");
+    s.api_version = static_cast<int>(t.integer("api", 1, 2));
+    if (s.method == TransferMethod::kPullBlocks && !s.paged) {
+      t.fail_key("method", "pull_blocks needs cache.layout: paged");
+    }
+  }
+  const model::TopologySpec spec = model::load_preset(s.preset, s.hardware_overrides);
+  {
+    YamlReader pl = top.child("placement");
+    s.prompt_node = static_cast<int>(pl.integer("prompt_node", 0, spec.nodes - 1));
+    s.decode_node = static_cast<int>(pl.integer("decode_node", 0, spec.nodes - 1));
+    const int needed = s.prompt_node == s.decode_node ? 2 * s.tensor_parallel : s.tensor_parallel;
+    if (needed > spec.devices_per_node) {
+      pl.fail_key("decode_node", "leaves too few devices: " + std::to_string(needed) +
+                                     " ranks on a " + std::to_string(spec.devices_per_node) +
+                                     "-device node");
+    }
+  }
+  if (top.has("faults")) {
+    const YAML::Node list = top.node()["faults"];
+    if (!list.IsSequence()) top.fail_key("faults", "must be a list");
+    model::FluidNetwork net;
+    const model::Topology topo(spec, net);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      YamlReader f(list[i], origin, "faults[" + std::to_string(i) + "]");
+      FaultSpec fs;
+      fs.link = f.text("link");
+      try {
+        topo.link_index(fs.link);
+      } catch (const ModelError& e) {
+        f.fail_key("link", e.what());
+      }
+      fs.at = f.time("at");
+      const std::string ev = f.text("event");
+      if (ev == "down")
+        fs.event.kind = model::LinkEvent::Kind::kDown;
+      else if (ev == "up")
+        fs.event.kind = model::LinkEvent::Kind::kUp;
+      else if (ev == "degrade") {
+        fs.event.kind = model::LinkEvent::Kind::kDegrade;
+        fs.event.factor = f.real("factor", 0, 1);
+      } else {
+        f.fail_key("event", "must be down, up or degrade");
+      }
+      s.faults.push_back(fs);
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+SimTime Scenario::prefill_layer_time(std::uint64_t prompt_tokens) const {
+  if (layer_time) return *layer_time;
+  const double flops = model.prefill_flops_per_layer(prompt_tokens) / tensor_parallel;
+  return static_cast<SimTime>(
+      std::ceil(flops / (device_tflops * 1e12 * compute_efficiency) * 1e12));
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<ScenarioOverride>& overrides) {
+  YAML::Node root = model::load_yaml_file(path);
+  apply_overrides(root, path, overrides);
+  return read(root, path, std::filesystem::path(path).parent_path().string());
+}
+
+Scenario parse_scenario(const std::string& text, const std::string& origin,
+                        const std::vector<ScenarioOverride>& overrides,
+                        const std::string& base_dir) {
+  YAML::Node root = model::load_yaml_text(text, origin);
+  apply_overrides(root, origin, overrides);
+  return read(root, origin, base_dir);
+}
+
+}  // namespace kvsim::sim

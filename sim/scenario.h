@@ -1,0 +1,76 @@
+// Scenario files (scenarios/*.yaml): hardware preset and overrides, model, cache layout, workload,
+// prefill compute model, transfer method, API generation and faults. Parsed strictly: unknown
+// keys and bad values fail with file, line and key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/fabric.h"
+#include "model/preset.h"
+#include "sim/llm_model.h"
+
+namespace kvsim::sim {
+
+/// One request of the workload.
+struct Request {
+  model::SimTime arrival = 0;
+  std::uint64_t prompt_tokens = 0;
+};
+
+/// A link fault at a simulated time.
+struct FaultSpec {
+  std::string link;
+  model::SimTime at = 0;
+  model::LinkEvent event;
+};
+
+/// How KV moves from prefill to decode.
+enum class TransferMethod {
+  kLayerwise,   ///< transfer_cache_async, each layer as soon as it is computed (spec 3)
+  kPullBlocks,  ///< whole request after prefill: decode pulls with pull_blocks (spec 8,
+                ///< vLLM-Ascend)
+};
+
+/// A parsed scenario.
+struct Scenario {
+  std::string origin;    ///< file path or "<text>"
+  std::string question;  ///< the question this scenario answers
+  std::string preset;
+  std::vector<model::Override> hardware_overrides;
+  LlmModel model;
+  int tensor_parallel = 1;
+  std::uint32_t dtype_bytes = 2;
+  std::string dtype = "bf16";
+  bool paged = false;
+  std::uint32_t block_tokens = 0;  ///< paged only
+  std::vector<Request> requests;
+  std::optional<model::SimTime> layer_time;  ///< given per-layer prefill time, else computed
+  double device_tflops = 0;                  ///< dense TFLOPS of one device
+  double compute_efficiency = 0;             ///< achieved / peak, in (0, 1]
+  TransferMethod method = TransferMethod::kLayerwise;
+  int api_version = 2;
+  int prompt_node = 0;
+  int decode_node = 1;
+  std::vector<FaultSpec> faults;
+
+  /// Per-layer prefill time of one request on one rank.
+  model::SimTime prefill_layer_time(std::uint64_t prompt_tokens) const;
+};
+
+/// A "dotted.key=value" change applied to the scenario's YAML before parsing (sweeps, --set).
+/// Keys under hardware. other than hardware.preset are preset overrides.
+using ScenarioOverride = std::pair<std::string, std::string>;
+
+/// Loads a scenario file (relative trace paths resolve against its folder).
+Scenario load_scenario(const std::string& path,
+                       const std::vector<ScenarioOverride>& overrides = {});
+/// Parses scenario text; `origin` names it in errors; `base_dir` resolves trace paths.
+Scenario parse_scenario(const std::string& text, const std::string& origin,
+                        const std::vector<ScenarioOverride>& overrides = {},
+                        const std::string& base_dir = ".");
+
+}  // namespace kvsim::sim

@@ -1,0 +1,133 @@
+// Scenario parsing: the schema, overrides, and errors that name file, line and key.
+#include "sim/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "model/errors.h"
+
+namespace kvsim::sim {
+namespace {
+
+const char* kBase = R"(question: How much of TTFT is KV transfer?
+hardware:
+  preset: atlas-a2
+  scale_out:
+    bandwidth: 100Gb/s
+model:
+  name: llama-3-70b
+  tensor_parallel: 8
+  dtype: bf16
+cache:
+  layout: paged
+  block_tokens: 128
+workload:
+  requests: 3
+  interval: 20ms
+  prompt_tokens: 4096
+prefill:
+  device_tflops: 300
+  efficiency: 0.5
+transfer:
+  method: layerwise
+  api: 2
+placement:
+  prompt_node: 0
+  decode_node: 1
+faults:
+  - link: roce n1d0
+    at: 5ms
+    event: degrade
+    factor: 0.5
+)";
+
+TEST(Scenario, ParsesEverySection) {
+  const Scenario s = parse_scenario(kBase, "base.yaml");
+  EXPECT_EQ(s.preset, "atlas-a2");
+  ASSERT_EQ(s.hardware_overrides.size(), 1u);
+  EXPECT_EQ(s.hardware_overrides[0], (model::Override{"scale_out.bandwidth", "100Gb/s"}));
+  EXPECT_EQ(s.model.layers, 80);
+  EXPECT_TRUE(s.paged);
+  EXPECT_EQ(s.block_tokens, 128u);
+  ASSERT_EQ(s.requests.size(), 3u);
+  EXPECT_EQ(s.requests[2].arrival, 40 * model::kMs);
+  EXPECT_EQ(s.requests[2].prompt_tokens, 4096u);
+  ASSERT_EQ(s.faults.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.faults[0].event.factor, 0.5);
+  // Per-layer time from FLOPs: (2 t P + 2 t^2 h d) / TP / (TFLOPS x efficiency).
+  const double flops = s.model.prefill_flops_per_layer(4096) / 8;
+  EXPECT_NEAR(static_cast<double>(s.prefill_layer_time(4096)), flops / (300e12 * 0.5) * 1e12, 1.0);
+}
+
+TEST(Scenario, OverridesReachHardwareAndScenarioKeys) {
+  const Scenario s = parse_scenario(kBase, "base.yaml",
+                                    {{"hardware.scale_out.bandwidth", "400Gb/s"},
+                                     {"hardware.scale_out.latency", "3us"},
+                                     {"cache.block_tokens", "16"}});
+  EXPECT_EQ(s.block_tokens, 16u);
+  std::map<std::string, std::string> hw(s.hardware_overrides.begin(), s.hardware_overrides.end());
+  EXPECT_EQ(hw["scale_out.bandwidth"], "400Gb/s");
+  EXPECT_EQ(hw["scale_out.latency"], "3us");
+}
+
+struct Bad {
+  std::string key, value, expect;
+};
+
+class ScenarioErrors : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(ScenarioErrors, NameFileLineAndKey) {
+  const Bad& b = GetParam();
+  try {
+    parse_scenario(kBase, "base.yaml", {{b.key, b.value}});
+    FAIL() << b.key << "=" << b.value << " accepted";
+  } catch (const model::ModelError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.kind(), model::ErrorKind::kFormat) << what;
+    EXPECT_NE(what.find("base.yaml:"), std::string::npos) << what;
+    EXPECT_NE(what.find(b.expect), std::string::npos) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sim, ScenarioErrors,
+    ::testing::Values(Bad{"model.name", "llama-9", "key 'model.name'"},
+                      Bad{"model.dtype", "fp64", "key 'model.dtype' must be one of"},
+                      Bad{"model.tensor_parallel", "0", "key 'model.tensor_parallel'"},
+                      Bad{"cache.layout", "ring", "key 'cache.layout'"},
+                      Bad{"workload.interval", "soon", "key 'workload.interval'"},
+                      Bad{"hardware.scale_out.bandwidth", "0Gb/s", "key 'hardware.preset'"},
+                      Bad{"transfer.method", "carrier-pigeon", "key 'transfer.method'"},
+                      Bad{"placement.decode_node", "7", "key 'placement.decode_node'"},
+                      Bad{"workload.colour", "blue", "key 'workload.colour' is not a known key"},
+                      Bad{"prefill.efficiency", "1.5", "key 'prefill.efficiency'"}));
+
+TEST(Scenario, UnknownFaultLinkNamesTheLink) {
+  std::string text = kBase;
+  text.replace(text.find("roce n1d0"), 9, "roce n9d9");
+  try {
+    parse_scenario(text, "f.yaml");
+    FAIL();
+  } catch (const model::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("faults[0].link"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Scenario, TraceFileGivesArrivalsAndLengths) {
+  const std::string dir = ::testing::TempDir();
+  {
+    std::ofstream out(dir + "/trace.csv");
+    out << "arrival_ms,prompt_tokens\n0,1024\n2.5,8192\n";
+  }
+  std::string text = kBase;
+  text.replace(text.find("  requests: 3\n  interval: 20ms\n  prompt_tokens: 4096\n"), 52,
+               "  trace: trace.csv\n");
+  const Scenario s = parse_scenario(text, "t.yaml", {}, dir);
+  ASSERT_EQ(s.requests.size(), 2u);
+  EXPECT_EQ(s.requests[1].arrival, 2500 * model::kUs);
+  EXPECT_EQ(s.requests[1].prompt_tokens, 8192u);
+}
+
+}  // namespace
+}  // namespace kvsim::sim
