@@ -1,0 +1,78 @@
+#include "impl/copy_executor.h"
+
+#include <iterator>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+namespace kvsim::impl {
+
+namespace {
+
+// True if [addr, addr+len) overlaps a range of `ranges` (start → end).
+bool overlaps(const std::map<std::uint64_t, std::uint64_t>& ranges, std::uint64_t addr,
+              std::uint64_t len) {
+  auto it = ranges.upper_bound(addr);
+  if (it != ranges.end() && it->first < addr + len) return true;
+  if (it != ranges.begin() && std::prev(it)->second > addr) return true;
+  return false;
+}
+
+struct Pending {
+  std::unique_ptr<Signal> done;
+  CopyOutcome outcome;
+};
+
+}  // namespace
+
+std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDescriptor>& descs) {
+  std::vector<std::vector<CopyDescriptor>> batches;
+  std::map<std::uint64_t, std::uint64_t> dst_ranges;
+  for (const CopyDescriptor& d : descs) {
+    if (batches.empty() || batches.back().size() >= kMaxBatchDescriptors ||
+        overlaps(dst_ranges, d.dst_addr, d.length)) {
+      batches.emplace_back();
+      dst_ranges.clear();
+    }
+    batches.back().push_back(d);
+    dst_ranges[d.dst_addr] = d.dst_addr + d.length;
+  }
+  return batches;
+}
+
+CopyRun run_copies(Platform& platform, int device, const std::vector<CopyDescriptor>& descs,
+                   Time deadline, LLMStatusCode timeout_status) {
+  CopyRun run;
+  for (std::vector<CopyDescriptor>& batch : split_batches(descs)) {
+    // Shared with the completion callback, which may run after a timeout returned.
+    auto pending = std::make_shared<Pending>();
+    pending->done = platform.make_signal();
+    try {
+      platform.post(device, -1, std::move(batch), [pending](const CopyOutcome& outcome) {
+        pending->outcome = outcome;
+        pending->done->set();
+      });
+    } catch (const std::invalid_argument& e) {
+      run.status = LLMStatusCode::LLM_FAILED;
+      run.error = e.what();
+      return run;
+    }
+    ++run.batches;
+    const Time now = platform.now();
+    const Time budget = deadline == kForever ? kForever : (deadline > now ? deadline - now : 0);
+    if (!pending->done->wait_for(budget)) {
+      run.status = timeout_status;
+      run.error = "copy not complete at the deadline";
+      return run;
+    }
+    run.landed_bytes += pending->outcome.landed_bytes;
+    if (!pending->outcome.ok) {
+      run.status = kCopyFailedStatus;
+      run.error = pending->outcome.error;
+      return run;
+    }
+  }
+  return run;
+}
+
+}  // namespace kvsim::impl

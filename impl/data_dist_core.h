@@ -1,0 +1,112 @@
+// The state of one initialized LLMDataDist (one simulated host process bound to one device):
+// options, caches, pools, links, the process-wide transfer mutex and diagnostics. Shared by the
+// facade, both cache managers and the background jobs, which keep it alive past finalize.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "impl/cache_registry.h"
+#include "impl/diagnostics.h"
+#include "impl/link.h"
+#include "impl/memory_pool.h"
+#include "impl/platform.h"
+#include "impl/types.h"
+#include "impl/validation.h"
+
+namespace kvsim::impl {
+
+class Directory;
+
+/// kvsim option: "1" selects the v1 KvCacheManager, "2" (default) the v2 CacheManager (§1).
+inline constexpr const char* kOptionKvsimApiVersion = "kvsim.ApiVersion";
+/// kvsim option: "1" turns every diagnostic into an error (default "0").
+inline constexpr const char* kOptionKvsimStrict = "kvsim.Strict";
+
+/// kvsim's own settings, beside the library's options.
+struct KvsimSettings {
+  ApiVersion version = ApiVersion::kV2;
+  bool strict = false;
+};
+
+/// Reads kvsim.ApiVersion and kvsim.Strict (LLMException(LLM_PARAM_INVALID) naming the key for a
+/// bad value). llm.EnableCacheManager="0" given explicitly also selects v1, as in the real
+/// library; unlike it, an unset flag means v2 (kvsim's default, §1).
+KvsimSettings parse_kvsim_settings(const std::map<std::string, std::string>& options);
+
+/// One process's llm_datadist state.
+class DataDistCore {
+ public:
+  DataDistCore(Platform& platform, Directory& directory, std::uint64_t cluster_id, LLMRole role,
+               EngineOptions options, KvsimSettings settings);
+  DataDistCore(const DataDistCore&) = delete;
+  DataDistCore& operator=(const DataDistCore&) = delete;
+
+  Platform& platform() const { return platform_; }
+  Directory& directory() const { return directory_; }
+  std::uint64_t cluster_id() const { return cluster_id_; }
+  LLMRole role() const { return role_; }
+  void set_role(LLMRole role) { role_ = role; }
+  const EngineOptions& options() const { return options_; }
+  void set_listen_ip_info(std::optional<IpInfo> info) { options_.listen_ip_info = info; }
+  ApiVersion version() const { return settings_.version; }
+  bool strict() const { return settings_.strict; }
+  int device() const { return options_.device_id; }
+  /// False after finalize: per-layer calls of jobs still running return LLM_FAILED (§3.4).
+  bool initialized() const { return initialized_; }
+  void set_finalized() { initialized_ = false; }
+  /// llm.SyncKvCacheWaitTime as simulated time (§5).
+  Time sync_timeout() const;
+  /// LLM_TIMEOUT (v2) or LLM_WAIT_PROCESS_TIMEOUT (v1) (§1).
+  LLMStatusCode wait_timeout_code() const;
+
+  CacheRegistry& caches() { return caches_; }
+  const CacheRegistry& caches() const { return caches_; }
+  /// The process-wide transfer mutex of §3.4.
+  Mutex& transfer_mutex() { return *transfer_mutex_; }
+
+  std::map<std::uint64_t, std::shared_ptr<Link>>& links() { return links_; }
+  /// The live link to `cluster_id`, or nullptr.
+  std::shared_ptr<Link> find_link(std::uint64_t cluster_id) const;
+  bool any_link() const { return !links_.empty(); }
+
+  /// The pool of a placement (llm.MemPoolConfig / llm.HostMemPoolConfig), or nullptr.
+  MemoryPool* pool(Placement placement);
+  /// Installs a pool over a platform allocation at `base`.
+  void set_pool(Placement placement, std::uint64_t base, const MemPoolConfig& config);
+
+  /// transfer_cache_async tasks started and not finished.
+  int tasks_in_flight = 0;
+  /// A fresh task id (§3.2: a per-call counter).
+  std::uint64_t next_task_id() { return ++last_task_id_; }
+
+  /// Records a diagnostic in the world's sink and returns it.
+  Diagnostic record(DiagnosticKind kind, std::string message,
+                    std::optional<std::uint64_t> peer = std::nullopt,
+                    std::optional<std::uint64_t> task_id = std::nullopt);
+  /// Records a diagnostic detected synchronously in a call and returns it; strict mode throws
+  /// DiagnosticError naming `argument` instead of returning.
+  Diagnostic flag(DiagnosticKind kind, std::string message, const std::string& argument,
+                  std::optional<std::uint64_t> peer = std::nullopt,
+                  std::optional<std::uint64_t> task_id = std::nullopt);
+
+ private:
+  Platform& platform_;
+  Directory& directory_;
+  std::uint64_t cluster_id_;
+  LLMRole role_;
+  EngineOptions options_;
+  KvsimSettings settings_;
+  bool initialized_ = true;
+  CacheRegistry caches_;
+  std::unique_ptr<Mutex> transfer_mutex_;
+  std::map<std::uint64_t, std::shared_ptr<Link>> links_;
+  std::optional<MemoryPool> device_pool_;
+  std::optional<MemoryPool> host_pool_;
+  std::uint64_t last_task_id_ = 0;
+};
+
+}  // namespace kvsim::impl

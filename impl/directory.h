@@ -1,0 +1,42 @@
+// The world's registry of initialized LLMDataDist instances (one per simulated host process), by
+// cluster id and by listen address, so that link_clusters finds its server and pulls read the
+// peer's cache table; plus the world's diagnostic sink. One Directory per simulated world.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "impl/diagnostics.h"
+#include "impl/types.h"
+
+namespace kvsim::impl {
+
+class DataDistCore;
+
+/// Who is in the world.
+class Directory {
+ public:
+  Directory() = default;
+  Directory(const Directory&) = delete;
+  Directory& operator=(const Directory&) = delete;
+
+  /// Adds an initialized instance. LLMException(LLM_PARAM_INVALID, "cluster_id") if another
+  /// instance already uses its cluster id (kvsim rule: links are found by cluster id).
+  void add(const std::shared_ptr<DataDistCore>& core);
+  /// Removes the instance (finalize).
+  void remove(const DataDistCore& core);
+  /// The instance with this cluster id, or nullptr.
+  std::shared_ptr<DataDistCore> find_cluster(std::uint64_t cluster_id) const;
+  /// The instance that listens on (ip, port), or nullptr.
+  std::shared_ptr<DataDistCore> find_listener(const IpInfo& address) const;
+  /// Every diagnostic recorded in this world, in order of detection.
+  const DiagnosticLog& diagnostics() const { return diagnostics_; }
+  DiagnosticLog& diagnostics() { return diagnostics_; }
+
+ private:
+  std::map<std::uint64_t, std::shared_ptr<DataDistCore>> by_cluster_;
+  DiagnosticLog diagnostics_;
+};
+
+}  // namespace kvsim::impl

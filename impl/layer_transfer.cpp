@@ -1,0 +1,100 @@
+#include "impl/layer_transfer.h"
+
+#include "impl/copy_executor.h"
+#include "impl/lock_guard.h"
+#include "impl/remote_caches.h"
+
+namespace kvsim::impl {
+
+namespace {
+
+// True if [addr, addr+len) lies inside a HOST cache that the peer got from allocate_cache.
+bool in_peer_host_pool_cache(const DataDistCore& peer, std::uint64_t addr, std::uint64_t len) {
+  for (const auto& [id, entry] : peer.caches().entries()) {
+    if (entry.registered || entry.view.placement() != Placement::HOST) continue;
+    const std::uint64_t size = entry.view.desc.size();
+    for (std::uint64_t base : entry.view.tensor_addrs) {
+      if (addr >= base && addr + len <= base + size) return true;
+    }
+  }
+  return false;
+}
+
+// The first descriptor whose destination is not the peer's memory, if any.
+std::optional<CopyDescriptor> outside_peer(const DataDistCore& core, const Link& link,
+                                           const std::vector<CopyDescriptor>& descs) {
+  const std::shared_ptr<DataDistCore> peer = peer_of(core, link);
+  for (const CopyDescriptor& d : descs) {
+    const std::optional<MemoryLocation> where = core.platform().locate(d.dst_addr, d.length);
+    bool ok = false;
+    if (where && peer) {
+      ok = where->placement == Placement::DEVICE
+               ? where->device == link.peer_device()
+               : in_peer_host_pool_cache(*peer, d.dst_addr, d.length);
+    }
+    if (!ok) return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+LLMStatusCode transfer_layer(DataDistCore& core, const LayerCall& call,
+                             const CallContext& context) {
+  const Time start = core.platform().now();
+  if (!core.initialized()) return LLMStatusCode::LLM_FAILED;
+  if (call.transfer.tensor_num_per_layer == 0) return LLMStatusCode::LLM_PARAM_INVALID;
+  LockGuard process_lock(core.transfer_mutex());
+  if (core.caches().find(call.src_cache_id) == nullptr) {
+    return LLMStatusCode::LLM_KV_CACHE_NOT_EXIST;
+  }
+  const std::shared_ptr<Link> link = core.find_link(call.dst_cluster_id);
+  if (!link) return LLMStatusCode::LLM_NOT_YET_LINK;
+  LockGuard link_lock(link->mutex());
+  // An unlink that held the link mutex before us has taken the link down.
+  if (!link->up() || link->register_status() != RegisterMemStatus::OK) {
+    return LLMStatusCode::LLM_NOT_YET_LINK;
+  }
+  const CacheEntry* src = core.caches().find(call.src_cache_id);
+  if (src == nullptr) return LLMStatusCode::LLM_KV_CACHE_NOT_EXIST;
+
+  LayerTransfer layer = call.transfer;
+  const CacheGeometry geometry = make_cache_geometry(src->view);
+  std::vector<CopyDescriptor> descs;
+  try {
+    if (call.remote) {
+      const std::optional<RemoteCacheInfo> remote =
+          find_remote_cache(remote_cache_table(core, *link), call.remote->key);
+      if (!remote) return LLMStatusCode::LLM_KV_CACHE_NOT_EXIST;
+      RemoteLayerTarget target;
+      target.dst_layer_index = call.remote->dst_layer_index;
+      if (const auto* by_id = std::get_if<CacheKeyByIdAndIndex>(&call.remote->key)) {
+        target.dst_batch_index = by_id->batch_index();
+      }
+      target.tensor_num_per_layer = layer.tensor_num_per_layer;
+      target.dst_blocks = layer.dst_blocks;
+      target.dst_block_memory_size = layer.dst_block_memory_size;
+      layer.dst_addrs = resolve_remote_dst_addrs(geometry, remote->geometry, target);
+    }
+    descs = plan_layer_copy(geometry, layer);
+  } catch (const LLMException& e) {
+    return e.status_code();
+  }
+
+  if (const std::optional<CopyDescriptor> bad = outside_peer(core, *link, descs)) {
+    const Diagnostic d =
+        core.record(DiagnosticKind::kDstOutsidePeer,
+                    "layer " + std::to_string(layer.layer_index) + ": destination [" +
+                        std::to_string(bad->dst_addr) + ", +" + std::to_string(bad->length) +
+                        ") is not memory of cluster " + std::to_string(call.dst_cluster_id) +
+                        " (device " + std::to_string(link->peer_device()) + ")",
+                    call.dst_cluster_id, context.task_id);
+    if (context.task_log != nullptr) context.task_log->add(d);
+    return LLMStatusCode::LLM_FAILED;
+  }
+  const CopyRun run = run_copies(core.platform(), core.device(), descs, start + core.sync_timeout(),
+                                 core.wait_timeout_code());
+  return run.status;
+}
+
+}  // namespace kvsim::impl

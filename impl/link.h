@@ -1,0 +1,62 @@
+// One side of a link between two clusters (spec §3.4, §9): the per-link mutex that pull_*,
+// transfer_cache_async's per-layer calls and unlink share, and the remote cache table that
+// remote-accessible mode caches at first access (§5).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "impl/copy_geometry.h"
+#include "impl/platform.h"
+#include "impl/types.h"
+
+namespace kvsim::impl {
+
+/// What a link knows of one remote cache.
+struct RemoteCacheInfo {
+  CacheGeometry geometry;
+  Placement placement = Placement::DEVICE;
+  bool is_blocks_cache = false;
+  std::optional<BlocksCacheKey> blocks_key{};
+};
+
+/// The peer's caches by id, as read at the first remote-accessible access (§5: later remote
+/// changes are not seen).
+using RemoteCacheTable = std::map<std::int64_t, RemoteCacheInfo>;
+
+/// This process's end of a link to `peer_cluster_id`.
+class Link {
+ public:
+  Link(std::uint64_t peer_cluster_id, int peer_device, std::unique_ptr<Mutex> mutex)
+      : peer_cluster_id_(peer_cluster_id), peer_device_(peer_device), mutex_(std::move(mutex)) {}
+
+  std::uint64_t peer_cluster_id() const { return peer_cluster_id_; }
+  int peer_device() const { return peer_device_; }
+  /// The per-link mutex (§3.4): held by a pull, by one per-layer transfer, and by unlink.
+  Mutex& mutex() { return *mutex_; }
+  /// False once unlinked; an operation that waited on the mutex re-checks it.
+  bool up() const { return up_; }
+  void set_down() { up_ = false; }
+  /// query_register_mem_status: OK once the link is set up (kvsim exchanges memory at link time).
+  RegisterMemStatus register_status() const {
+    return up_ ? RegisterMemStatus::OK : RegisterMemStatus::FAILED;
+  }
+  /// The cached remote cache table, if read already.
+  std::optional<RemoteCacheTable>& remote_table() { return remote_table_; }
+
+  /// pull_* calls in progress on this link (v1 overlap diagnostics, §3.5).
+  int active_pulls = 0;
+  /// v1 transfer_cache_async tasks in flight that target this link's peer (§3.5).
+  int active_v1_transfers = 0;
+
+ private:
+  std::uint64_t peer_cluster_id_;
+  int peer_device_;
+  std::unique_ptr<Mutex> mutex_;
+  bool up_ = true;
+  std::optional<RemoteCacheTable> remote_table_;
+};
+
+}  // namespace kvsim::impl

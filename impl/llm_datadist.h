@@ -1,0 +1,79 @@
+// LLMDataDist (spec §4): one per simulated host process, bound to one device; lifecycle, links,
+// role, and the cache managers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "impl/cache_manager.h"
+#include "impl/cluster_links.h"
+#include "impl/data_dist_core.h"
+#include "impl/directory.h"
+#include "impl/kv_cache_manager.h"
+#include "impl/platform.h"
+
+namespace kvsim::impl {
+
+/// The llm_datadist entry point of one simulated process.
+class LLMDataDist {
+ public:
+  /// TypeError for a role that is not an LLMRole.
+  LLMDataDist(Platform& platform, Directory& directory, LLMRole role, std::uint64_t cluster_id);
+  /// Leaves the world (links dropped on both sides, no simulated time passes). Pool memory is
+  /// not returned to the platform, since jobs of this process may still be running.
+  ~LLMDataDist();
+  LLMDataDist(const LLMDataDist&) = delete;
+  LLMDataDist& operator=(const LLMDataDist&) = delete;
+
+  /// init(options) (§5): parse_engine_options and kvsim's options (kvsim.ApiVersion,
+  /// kvsim.Strict). LLM_FAILED if already initialized ("Cannot init multiple LLMDataDists",
+  /// §2.3); LLM_PARAM_INVALID for a device the world lacks, a listen ip that is not the device's,
+  /// or a cluster id already in the world; LLM_FAILED for a listen address in use;
+  /// LLM_DEVICE_OUT_OF_MEMORY if a memory pool does not fit the device.
+  void init(const std::map<std::string, std::string>& options);
+  /// finalize (§4): waits for the per-layer call in progress, drops every link, frees the pools.
+  /// With tasks in flight: a kFinalizeWhileBusy diagnostic (strict: raised, nothing done);
+  /// their later per-layer calls give LLM_FAILED (§3.4). No-op before init.
+  void finalize();
+  bool initialized() const { return core_ && core_->initialized(); }
+
+  /// The v2 CacheManager. RuntimeError before init; LLM_FEATURE_NOT_ENABLED under v1.
+  CacheManager& cache_manager();
+  /// The v1 KvCacheManager. RuntimeError before init; LLM_FEATURE_NOT_ENABLED under v2.
+  KvCacheManager& kv_cache_manager();
+
+  /// link_clusters(clusters, timeout=3000) (§4); see impl::link_clusters.
+  LinkResult link_clusters(const std::vector<LLMClusterInfo>& clusters,
+                           std::int64_t timeout = 3000);
+  /// unlink_clusters(clusters, timeout=3000, force=False) (§4). The wait for the link's mutex is
+  /// not bounded by `timeout`, as the library's lock is not.
+  LinkResult unlink_clusters(const std::vector<LLMClusterInfo>& clusters,
+                             std::int64_t timeout = 3000, bool force = false);
+  /// switch_role(role, options={}) (§4): LLM_FEATURE_NOT_ENABLED without llm.EnableSwitchRole,
+  /// LLM_EXIST_LINK with links. To PROMPT, options may carry llm.listenIpInfo to listen on; to
+  /// DECODER, this process stops listening.
+  void switch_role(LLMRole role, const std::map<std::string, std::string>& options = {});
+
+  std::uint64_t cluster_id() const { return cluster_id_; }
+  LLMRole role() const { return core_ ? core_->role() : role_; }
+  /// The engine state (tests, the Python module); nullptr before init.
+  const std::shared_ptr<DataDistCore>& core() const { return core_; }
+
+ private:
+  DataDistCore& live(const char* api) const;
+  void release_pools();
+
+  Platform& platform_;
+  Directory& directory_;
+  LLMRole role_;
+  std::uint64_t cluster_id_;
+  std::shared_ptr<DataDistCore> core_;
+  std::unique_ptr<CacheManager> cache_manager_;
+  std::unique_ptr<KvCacheManager> kv_cache_manager_;
+  std::vector<std::uint64_t> pool_bases_;
+};
+
+}  // namespace kvsim::impl
