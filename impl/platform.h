@@ -27,7 +27,9 @@ using Time = std::uint64_t;
 inline constexpr Time kForever = std::numeric_limits<Time>::max();
 inline constexpr Time kPsPerMs = 1'000'000'000ULL;
 /// Milliseconds (the API's timeout unit) to Time.
-inline constexpr Time from_ms(std::uint64_t ms) { return ms * kPsPerMs; }
+inline constexpr Time from_ms(std::uint64_t ms) {
+  return ms * kPsPerMs;
+}
 
 /// How a posted copy batch ended.
 struct CopyOutcome {

@@ -14,6 +14,10 @@ constexpr double kPsPerSec = static_cast<double>(kSec);
 // Resources whose share is within this relative distance of a round's level saturate in that
 // round, so float noise between equal bottlenecks does not add rounds.
 constexpr double kTieTolerance = 1e-12;
+// Demand is summed in units of 2^-16 B/s. A term at or above 2^90 units (~1.9e22 B/s) is not
+// summed but counted as huge, so a sum of up to 2^32 terms cannot overflow 128 bits.
+constexpr double kDemandScale = 0x1p16;
+constexpr double kDemandLimit = 0x1p90;
 
 std::string num(double v) {
   char buf[32];
@@ -33,16 +37,19 @@ SimTime finish_time(SimTime now, double remaining, Bandwidth rate) {
   return d >= FluidNetwork::kNever - now ? FluidNetwork::kNever : now + d;
 }
 
-// Heap order on (time, id): "a after b", so the heap's top is the earliest completion.
-bool later(SimTime at, FluidNetwork::FlowId aid, SimTime bt, FluidNetwork::FlowId bid) {
-  return at != bt ? at > bt : aid > bid;
+// A whole non-negative double below 2^122 as a demand sum (via 64 bits when it fits: the direct
+// conversion is a library call).
+__extension__ using Units = unsigned __int128;
+Units to_units(double whole) {
+  return whole < 0x1p64 ? static_cast<std::uint64_t>(whole) : static_cast<Units>(whole);
 }
 
 }  // namespace
 
+// Heap order on (time, id): "a after b", so the heap's top is the earliest completion.
 struct FluidNetwork::EventLater {
   bool operator()(const Event& a, const Event& b) const {
-    return later(a.time, a.id, b.time, b.id);
+    return a.time != b.time ? a.time > b.time : a.id > b.id;
   }
 };
 
@@ -57,6 +64,7 @@ FluidNetwork::ResourceId FluidNetwork::add_resource(std::string name, Bandwidth 
   Resource r;
   r.name = std::move(name);
   r.capacity = capacity;
+  r.room = room(capacity);
   r.updated = now_;
   resources_.push_back(std::move(r));
   return static_cast<ResourceId>(resources_.size() - 1);
@@ -74,9 +82,21 @@ void FluidNetwork::set_capacity(ResourceId r, Bandwidth capacity) {
     fail(ErrorKind::kInvalidArgument, "set_capacity: capacity of '" + resources_[r].name +
                                           "' must be finite and > 0, got " + num(capacity));
   }
-  if (resources_[r].capacity == capacity) return;
-  resources_[r].capacity = capacity;
-  mark_dirty(r);
+  Resource& res = resources_[r];
+  if (res.capacity == capacity) return;
+  // The bounds of r's flows change, and with them the demand on every resource they cross.
+  for (const Member& m : res.members) count_demand(flows_[m.slot], false);
+  res.capacity = capacity;
+  res.room = room(capacity);
+  for (const Member& m : res.members) {
+    bound(flows_[m.slot]);
+    count_demand(flows_[m.slot], true);
+  }
+  mark_dirty(r);  // its flows have new bounds, whether r binds or not
+  update_binding(r);
+  for (const Member& m : res.members) {
+    for (const Use& u : flows_[m.slot].path) update_binding(u.resource);
+  }
 }
 
 Bandwidth FluidNetwork::capacity(ResourceId r) const {
@@ -97,6 +117,82 @@ void FluidNetwork::mark_dirty(ResourceId r) {
   if (resources_[r].dirty) return;
   resources_[r].dirty = true;
   dirty_resources_.push_back(r);
+}
+
+void FluidNetwork::bound(Flow& f) const {
+  f.ub = f.cap;
+  f.ub_use = static_cast<std::uint32_t>(f.path.size());
+  for (std::uint32_t i = 0; i < f.path.size(); ++i) {
+    const double b = resources_[f.path[i].resource].capacity / f.path[i].weight;
+    if (b < f.ub) {
+      f.ub = b;
+      f.ub_use = i;
+    }
+  }
+}
+
+// Terms are rounded up and capacities down, so slackness is never claimed wrongly. Equality
+// fits: flows whose bounds sum to exactly the capacity saturate it, as a solve with the resource
+// would also give them.
+void FluidNetwork::Demand::count(double rate, bool add) {
+  const double term = std::ceil(rate * kDemandScale);
+  if (!(term < kDemandLimit)) {
+    add ? ++huge : --huge;
+    return;
+  }
+  add ? sum += to_units(term) : sum -= to_units(term);
+}
+
+// Capacity in demand units; beyond 2^122 it exceeds any demand sum (at most 2^32 terms < 2^90).
+FluidNetwork::Demand::Sum FluidNetwork::room(Bandwidth capacity) {
+  const double units = std::floor(capacity * kDemandScale);
+  return units < 0x1p122 ? to_units(units) : ~Demand::Sum{0};
+}
+
+void FluidNetwork::count_demand(const Flow& f, bool add) {
+  const bool by_cap = f.ub_use == f.path.size();
+  for (std::uint32_t i = 0; i < f.path.size(); ++i) {
+    const Use& u = f.path[i];
+    Resource& q = resources_[u.resource];
+    q.demand.count(u.weight * f.ub, add);
+    if (by_cap || i == f.ub_use) {
+      q.grouped.count(u.weight * f.ub, add);
+      if (!by_cap) add ? ++q.keyed : --q.keyed;
+      continue;
+    }
+    const ResourceId key = f.path[f.ub_use].resource;
+    const double ratio = u.weight / f.path[f.ub_use].weight;
+    auto g = std::find_if(q.groups.begin(), q.groups.end(),
+                          [&](const Group& x) { return x.key == key && x.ratio == ratio; });
+    if (add && g != q.groups.end()) {
+      ++g->count;
+    } else if (add) {
+      q.groups.push_back({key, ratio, 1});
+      q.grouped.count(ratio * resources_[key].capacity, true);
+    } else if (--g->count == 0) {
+      q.grouped.count(ratio * resources_[key].capacity, false);
+      *g = q.groups.back();
+      q.groups.pop_back();
+    }
+  }
+}
+
+// Grouped demand bounds the rate through r only if every group key s is enforced: binding, or
+// slack by its plain demand (its flows' bounds then keep it). So a key, a resource setting some
+// flow's bound, may not be slack by grouped demand itself; such a slackness would be degenerate
+// anyway, as the flow it bounds alone fills the grouped demand.
+void FluidNetwork::update_binding(ResourceId r) {
+  Resource& res = resources_[r];
+  const bool binding = !res.demand.fits(res.room) && (res.keyed > 0 || !res.grouped.fits(res.room));
+  if (binding == res.binding) return;
+  res.binding = binding;
+  mark_dirty(r);
+}
+
+void FluidNetwork::integrate(Resource& r) const {
+  if (r.updated == now_) return;
+  r.carried += r.load * static_cast<double>(now_ - r.updated) / kPsPerSec;
+  r.updated = now_;
 }
 
 FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, std::vector<Use> path, Bandwidth cap) {
@@ -153,12 +249,18 @@ FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, std::vector<Use> path,
   f.cap = cap;
   f.fresh = true;
   f.path = std::move(path);
+  bound(f);
+  count_demand(f, true);
   slots_.emplace(id, slot);
+  // Only binding resources link f to other flows; one that turns binding now is among them.
   for (const Use& u : f.path) {
     resources_[u.resource].members.push_back({id, slot, u.weight});
-    mark_dirty(u.resource);
+    update_binding(u.resource);
   }
-  if (f.path.empty()) dirty_flows_.push_back(slot);
+  for (const Use& u : f.path) {
+    if (resources_[u.resource].binding) mark_dirty(u.resource);
+  }
+  dirty_flows_.push_back(slot);
   return id;
 }
 
@@ -186,12 +288,17 @@ void FluidNetwork::drain(Flow& f, SimTime now, bool finished) const {
 void FluidNetwork::retire(std::uint32_t slot) {
   Flow& f = flows_[slot];
   for (const Use& u : f.path) {
-    auto& members = resources_[u.resource].members;
+    Resource& q = resources_[u.resource];
+    if (q.binding) mark_dirty(u.resource);  // flows sharing it may speed up
+    integrate(q);
+    auto& members = q.members;
     const auto it = std::lower_bound(members.begin(), members.end(), f.id,
                                      [](const Member& m, FlowId id) { return m.id < id; });
     members.erase(it);
-    mark_dirty(u.resource);
+    q.load = members.empty() ? 0 : q.load - u.weight * f.rate;
   }
+  count_demand(f, false);
+  for (const Use& u : f.path) update_binding(u.resource);
   slots_.erase(f.id);
   f.id = kNoFlow;
   ++f.version;
@@ -299,6 +406,28 @@ double FluidNetwork::carried_bytes(ResourceId r) const {
   return res.carried + res.load * static_cast<double>(now_ - res.updated) / kPsPerSec;
 }
 
+void FluidNetwork::gather(std::uint32_t slot, std::uint64_t epoch) const {
+  Flow& f = flows_[slot];
+  f.mark = epoch;
+  comp_flows_.push(slot);
+  bool bound = false;
+  for (const Use& u : f.path) {
+    Resource& q = resources_[u.resource];
+    if (!q.binding) continue;
+    bound = true;
+    if (q.mark == epoch) continue;
+    q.mark = epoch;
+    stack_.push(u.resource);
+  }
+  // Held by no binding resource: nothing but its bound limits it.
+  f.frozen = !bound;
+  f.new_rate = f.ub;
+  // The bound is a cap for the filling unless a binding resource already implies it.
+  if (bound && (f.ub_use == f.path.size() || !resources_[f.path[f.ub_use].resource].binding)) {
+    capped_.push(slot);
+  }
+}
+
 void FluidNetwork::solve() const {
   if (dirty_resources_.empty() && dirty_flows_.empty()) return;
   const std::uint64_t epoch = ++epoch_;
@@ -314,50 +443,37 @@ void FluidNetwork::solve() const {
       stack_.push(r);
     }
   }
-  // Gather the connected components (flows linked through shared resources) of dirty resources,
-  // initialising the filling state of each resource on the way.
+  for (const std::uint32_t slot : dirty_flows_) {
+    if (flows_[slot].id != kNoFlow && flows_[slot].mark != epoch) gather(slot, epoch);
+  }
+  dirty_resources_.clear();
+  dirty_flows_.clear();
+  // Gather the flows of dirty resources and the connected components (flows linked through
+  // binding resources) they belong to, initialising the filling state of binding resources. A
+  // dirty slack resource (one that just turned slack) only contributes its flows.
   while (stack_.size > 0) {
     const ResourceId r = stack_.items[--stack_.size];
-    comp_resources_.push(r);
     const Resource& res = resources_[r];
     double weight = 0;
     for (const Member& m : res.members) {
       weight += m.weight;
-      Flow& f = flows_[m.slot];
-      if (f.mark == epoch) continue;
-      f.mark = epoch;
-      f.frozen = false;
-      comp_flows_.push(m.slot);
-      if (std::isfinite(f.cap)) capped_.push(m.slot);
-      for (const Use& u : f.path) {
-        Resource& q = resources_[u.resource];
-        if (q.mark == epoch) continue;
-        q.mark = epoch;
-        stack_.push(u.resource);
-      }
+      if (flows_[m.slot].mark != epoch) gather(m.slot, epoch);
     }
+    if (!res.binding) continue;
+    comp_resources_.push(r);
     Fill& s = fill_[r];
     s.free_capacity = res.capacity;
     s.unfrozen_weight = weight;
     s.unfrozen = static_cast<std::uint32_t>(res.members.size());
     s.share = s.unfrozen > 0 ? res.capacity / weight : 0;
     s.load = 0;
+    s.epoch = epoch;
   }
-  for (const std::uint32_t slot : dirty_flows_) {
-    Flow& f = flows_[slot];
-    if (f.id == kNoFlow || !f.path.empty() || f.mark == epoch) continue;
-    f.mark = epoch;
-    f.frozen = false;
-    comp_flows_.push(slot);
-    capped_.push(slot);
-  }
-  dirty_resources_.clear();
-  dirty_flows_.clear();
   // Id order, for determinism; a scan beats sorting when the component spans most resources.
   if (comp_resources_.size * 8 > resources_.size()) {
     comp_resources_.size = 0;
     for (ResourceId r = 0; r < resources_.size(); ++r) {
-      if (resources_[r].mark == epoch) comp_resources_.push(r);
+      if (fill_[r].epoch == epoch) comp_resources_.push(r);
     }
   } else {
     std::sort(comp_resources_.begin(), comp_resources_.end());
@@ -365,11 +481,19 @@ void FluidNetwork::solve() const {
 
   fill();
 
+  // Binding resources of the component take their load from the filling; slack resources on the
+  // path of a flow whose rate changed take the difference.
   changed_.reset(comp_flows_.size);
   for (const std::uint32_t slot : comp_flows_) {
     Flow& f = flows_[slot];
     if (!f.fresh && f.new_rate == f.rate) continue;
     drain(f, now_, false);
+    for (const Use& u : f.path) {
+      Resource& q = resources_[u.resource];
+      if (q.binding) continue;
+      integrate(q);
+      q.load += u.weight * (f.new_rate - f.rate);
+    }
     f.fresh = false;
     f.rate = f.new_rate;
     f.completion = finish_time(now_, f.remaining, f.rate);
@@ -378,8 +502,7 @@ void FluidNetwork::solve() const {
   }
   for (const ResourceId r : comp_resources_) {
     Resource& res = resources_[r];
-    res.carried += res.load * static_cast<double>(now_ - res.updated) / kPsPerSec;
-    res.updated = now_;
+    integrate(res);
     res.load = fill_[r].load;
   }
 
@@ -408,10 +531,11 @@ void FluidNetwork::freeze(std::uint32_t slot, double level, std::size_t& unfroze
   Flow& f = flows_[slot];
   if (f.frozen) return;
   f.frozen = true;
-  f.new_rate = std::min(level, f.cap);
+  f.new_rate = std::min(level, f.ub);
   --unfrozen;
   for (const Use& u : f.path) {
     Fill& s = fill_[u.resource];
+    if (s.epoch != epoch_) continue;  // slack
     s.free_capacity -= u.weight * f.new_rate;
     s.load += u.weight * f.new_rate;
     s.unfrozen_weight -= u.weight;
@@ -428,16 +552,17 @@ void FluidNetwork::fill() const {
   std::sort(capped_.begin(), capped_.end(), [this](std::uint32_t a, std::uint32_t b) {
     const Flow& fa = flows_[a];
     const Flow& fb = flows_[b];
-    return fa.cap != fb.cap ? fa.cap < fb.cap : fa.id < fb.id;
+    return fa.ub != fb.ub ? fa.ub < fb.ub : fa.id < fb.id;
   });
 
   // Progressive filling: every unfrozen flow runs at `level`; each round raises it to the next
   // saturation point (a resource's fair share or a flow's cap) and freezes the flows held there.
-  std::size_t unfrozen = comp_flows_.size;
+  std::size_t unfrozen = 0;
+  for (const std::uint32_t slot : comp_flows_) unfrozen += flows_[slot].frozen ? 0 : 1;
   std::size_t next_cap = 0;
   while (unfrozen > 0) {
     while (next_cap < capped_.size && flows_[capped_.items[next_cap]].frozen) ++next_cap;
-    double level = next_cap < capped_.size ? flows_[capped_.items[next_cap]].cap
+    double level = next_cap < capped_.size ? flows_[capped_.items[next_cap]].ub
                                            : std::numeric_limits<double>::infinity();
     double limit = level * (1 + kTieTolerance);
     // One pass: drop resources with no unfrozen flow, find the lowest share, and collect the
@@ -463,7 +588,7 @@ void FluidNetwork::fill() const {
       if (fill_[r].share > limit) continue;
       for (const Member& m : resources_[r].members) freeze(m.slot, level, unfrozen);
     }
-    for (; next_cap < capped_.size && flows_[capped_.items[next_cap]].cap <= limit; ++next_cap) {
+    for (; next_cap < capped_.size && flows_[capped_.items[next_cap]].ub <= limit; ++next_cap) {
       freeze(capped_.items[next_cap], level, unfrozen);
     }
   }

@@ -18,6 +18,15 @@ namespace kvsim::model {
 /// Rates are weighted max-min fair: each flow f gets rate x_f such that for every resource r,
 /// sum_f weight(f,r) * x_f <= capacity(r), and no x_f can grow without shrinking a smaller one.
 /// A flow may also carry its own rate cap. Deterministic: same calls, same results, bit for bit.
+///
+/// Solving is incremental and exact. Each flow has an upper bound ub(f) on its rate (its cap and
+/// capacity/weight of every resource on its path). A resource r is slack when its demand, the sum
+/// over its flows of weight * ub, fits its capacity; or when its grouped demand does, where flows
+/// whose ub is set by one resource s count once per (s, weight ratio), as ratio * capacity(s) (s
+/// itself must then be binding or slack by plain demand). A slack resource can never constrain the
+/// allocation, so it is left out of the solve and does not link flows into one component (an HBM
+/// port or a DMA engine shared by flows bottlenecked on their links). Only the components of
+/// binding resources touched since the last solve are recomputed.
 class FluidNetwork {
  public:
   using ResourceId = std::uint32_t;
@@ -72,14 +81,35 @@ class FluidNetwork {
     std::uint32_t slot;
     double weight;
   };
+  /// A sum of rates in fixed point (units of 2^-16 B/s, each term rounded up): exact, so
+  /// slackness depends only on the current flows, never on the order they came and went.
+  struct Demand {
+    __extension__ using Sum = unsigned __int128;
+    Sum sum = 0;
+    std::uint32_t huge = 0;  ///< terms too large to sum; any makes the demand exceed capacity
+    void count(double rate, bool add);  ///< adds or removes the term for `rate`
+    bool fits(Sum room) const { return huge == 0 && sum <= room; }
+  };
+  /// Flows on a resource whose ub is set by resource `key`, with the same weight ratio.
+  struct Group {
+    ResourceId key;
+    double ratio;  ///< weight here / weight on key
+    std::uint32_t count;
+  };
   struct Resource {
     std::string name;
     Bandwidth capacity = 0;
     Bandwidth load = 0;   ///< sum of weight*rate since `updated`
     double carried = 0;   ///< weighted bytes up to `updated`
-    SimTime updated = 0;  ///< time of the last solve that touched this resource
+    SimTime updated = 0;  ///< time load was last integrated into carried
     std::vector<Member> members;
-    std::uint64_t mark = 0;  ///< solve epoch, for the component search
+    Demand::Sum room = 0;       ///< capacity in demand units, rounded down
+    Demand demand;              ///< sum over members of weight*ub
+    Demand grouped;             ///< the same with each group counted once, as ratio*capacity(key)
+    std::vector<Group> groups;  ///< of members whose ub is set by another resource
+    std::uint32_t keyed = 0;    ///< flows whose ub this resource sets
+    std::uint64_t mark = 0;     ///< solve epoch, for the component search
+    bool binding = false;       ///< takes part in solves
     bool dirty = false;
   };
   /// Progressive-filling scratch of one resource (kept apart from Resource, for locality).
@@ -89,6 +119,7 @@ class FluidNetwork {
     double share = 0;  ///< free_capacity / unfrozen_weight
     double load = 0;   ///< weighted rates of the flows frozen so far
     std::uint32_t unfrozen = 0;
+    std::uint64_t epoch = 0;  ///< solve that set this entry up (binding resources only)
   };
   struct Flow {
     FlowId id = kNoFlow;   ///< kNoFlow marks a free slot
@@ -96,7 +127,9 @@ class FluidNetwork {
     SimTime updated = 0;
     SimTime completion = kNever;
     Bandwidth rate = 0;
-    Bandwidth cap = 0;
+    Bandwidth cap = 0;          ///< as given
+    Bandwidth ub = 0;           ///< min(cap, capacity/weight over the path): a bound on the rate
+    std::uint32_t ub_use = 0;   ///< index in path of the resource setting ub; path.size(): cap
     std::uint64_t version = 0;  ///< bumped on every reschedule; stale heap entries differ
     std::uint64_t mark = 0;
     bool fresh = true;  ///< not yet given a rate
@@ -129,6 +162,18 @@ class FluidNetwork {
   std::uint32_t slot_of(FlowId f, const char* what) const;
   void check_resource(ResourceId r, const char* what) const;
   void mark_dirty(ResourceId r);
+  /// A capacity in demand units, rounded down.
+  static Demand::Sum room(Bandwidth capacity);
+  /// Sets f.ub and f.ub_use from its cap and the current capacities.
+  void bound(Flow& f) const;
+  /// Adds (or removes) f's share of the demand of every resource on its path.
+  void count_demand(const Flow& f, bool add);
+  /// Re-derives r's binding flag; a change marks r dirty (its flows see a new constraint set).
+  void update_binding(ResourceId r);
+  /// Integrates r's load into carried bytes up to now.
+  void integrate(Resource& r) const;
+  /// Adds a flow to the solve: marks it, and stacks its unvisited binding resources.
+  void gather(std::uint32_t slot, std::uint64_t epoch) const;
   /// Brings f's remaining bytes to `now` at its current rate; `finished` drains it fully.
   void drain(Flow& f, SimTime now, bool finished) const;
   /// Unlinks a flow from its resources and frees its slot.
@@ -146,7 +191,7 @@ class FluidNetwork {
   std::unordered_map<FlowId, std::uint32_t> slots_;  ///< active flows only; lookup, never iterated
   mutable std::vector<Event> heap_;
   mutable std::vector<ResourceId> dirty_resources_;
-  mutable std::vector<std::uint32_t> dirty_flows_;  ///< fresh flows with an empty path
+  mutable std::vector<std::uint32_t> dirty_flows_;  ///< fresh flows, not yet given a rate
   mutable Scratch<ResourceId> comp_resources_;      ///< solve scratch, reused
   mutable Scratch<std::uint32_t> comp_flows_;
   mutable std::vector<Fill> fill_;  ///< indexed by ResourceId

@@ -260,6 +260,233 @@ TEST(FluidNetworkTest, RandomTopologiesMatchReference) {
   }
 }
 
+// Event-driven comparison with the reference over random traffic where fast shared resources
+// (HBM- and DMA-like) sit on most paths, sized so they turn slack and binding as flows come, go and
+// finish and as capacities change. After every operation all rates, loads, carried bytes and
+// remaining bytes must match the reference.
+TEST(FluidNetworkTest, RandomTrafficOverFastSharedResourcesMatchesReference) {
+  std::mt19937_64 rng(20240612);
+  auto uniform = [&](double lo, double hi) {
+    return lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1p-53;
+  };
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  for (int round = 0; round < 300; ++round) {
+    FluidNetwork net;
+    const std::size_t links = 1 + pick(5);
+    const std::size_t nres = links + 1 + pick(3);
+    std::vector<double> capacity(nres);
+    // A fast resource near the bounds of a few link flows flips as they come and go; a very fast
+    // one (a 1.6 TB/s HBM port) stays slack; one in between flips with set_capacity.
+    auto fast_capacity = [&] {
+      const std::size_t kind = pick(3);
+      return kind == 0 ? uniform(1, 4) * 25e9 : kind == 1 ? 1.6e12 : uniform(20e9, 200e9);
+    };
+    for (std::size_t r = 0; r < nres; ++r) {
+      capacity[r] = r < links ? uniform(1e9, 50e9) : fast_capacity();
+      net.add_resource("r" + std::to_string(r), capacity[r]);
+    }
+    auto weight = [&] {
+      const std::size_t kind = pick(8);
+      return kind < 5 ? 1.0 : kind < 7 ? 2.0 : uniform(0.5, 3.0);
+    };
+    auto random_flow = [&] {
+      RefFlow f;
+      if (pick(10) != 0) {
+        for (std::size_t i = 0, n = 1 + (pick(5) == 0); i < n; ++i) {
+          f.path.push_back({static_cast<FluidNetwork::ResourceId>(pick(links)), weight()});
+        }
+      }
+      for (std::size_t i = 0, n = pick(10) == 0 ? 0 : 1 + pick(2); i < n; ++i) {
+        f.path.push_back(
+            {static_cast<FluidNetwork::ResourceId>(links + pick(nres - links)), weight()});
+      }
+      if (f.path.empty() || pick(7) == 0) f.cap = uniform(0.5e9, 30e9);
+      return f;
+    };
+    struct Live {
+      FlowId id;
+      RefFlow flow;
+      double bytes;
+      double left;  // reference remaining bytes
+    };
+    std::vector<Live> live;
+    std::vector<double> done_carried(nres, 0.0);  // by flows already finished or cancelled
+    std::vector<double> rates;                    // reference rates of `live`
+    auto settle = [&](const Live& l, double sent) {
+      for (const Use& u : l.flow.path) done_carried[u.resource] += u.weight * sent;
+    };
+    for (int step = 0; step < 60; ++step) {
+      const std::size_t op = pick(20);
+      std::string what;
+      if (op < 8 && live.size() < 14) {
+        const RefFlow f = random_flow();
+        const double bytes = uniform(1e5, 5e7);
+        live.push_back({net.add_flow(bytes, f.path, f.cap), f, bytes, bytes});
+        what = "add";
+      } else if (op < 10 && !live.empty()) {
+        const std::size_t i = pick(live.size());
+        const double left = net.cancel_flow(live[i].id);
+        EXPECT_NEAR(left, std::max(0.0, live[i].left), 1e-6 * live[i].bytes);
+        settle(live[i], live[i].bytes - live[i].left);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+        what = "cancel";
+      } else if (op < 17) {
+        const SimTime start = net.now();
+        const SimTime until = pick(3) == 0 ? FluidNetwork::kNever : start + pick(2000) * kUs;
+        const std::vector<FlowId> done = net.complete_until(until);
+        const double dt = static_cast<double>(net.now() - start) / static_cast<double>(kSec);
+        for (std::size_t i = 0; i < live.size(); ++i) live[i].left -= rates[i] * dt;
+        for (const FlowId id : done) {
+          const auto it =
+              std::find_if(live.begin(), live.end(), [&](const Live& l) { return l.id == id; });
+          ASSERT_NE(it, live.end());
+          // Finish times round up to the picosecond: a fast flow may overshoot by a few bytes.
+          const auto i = it - live.begin();
+          EXPECT_NEAR(it->left, 0.0, 1e-6 * it->bytes + rates[static_cast<std::size_t>(i)] * 1e-12)
+              << "flow " << id << " finished off time";
+          settle(*it, it->bytes);
+          live.erase(it);
+          rates.erase(rates.begin() + i);
+        }
+        what = "advance to " + std::to_string(net.now());
+      } else {
+        const std::size_t r = pick(nres);
+        capacity[r] = r < links ? uniform(1e9, 50e9) : fast_capacity();
+        net.set_capacity(static_cast<FluidNetwork::ResourceId>(r), capacity[r]);
+        what = "set_capacity r" + std::to_string(r);
+      }
+      SCOPED_TRACE("round " + std::to_string(round) + " step " + std::to_string(step) + " " + what);
+      std::vector<RefFlow> flows;
+      std::vector<FlowId> ids;
+      for (const Live& l : live) {
+        flows.push_back(l.flow);
+        ids.push_back(l.id);
+      }
+      rates = reference_rates(capacity, flows);
+      std::vector<double> load(nres, 0.0);
+      std::vector<double> carried = done_carried;
+      for (std::size_t i = 0; i < live.size(); ++i) {
+        const double x = net.rate(live[i].id);
+        EXPECT_TRUE(close(x, rates[i])) << "flow " << live[i].id << ": " << x << " vs " << rates[i];
+        EXPECT_NEAR(net.remaining_bytes(live[i].id), std::max(0.0, live[i].left),
+                    1e-6 * live[i].bytes);
+        for (const Use& u : live[i].flow.path) {
+          load[u.resource] += u.weight * rates[i];
+          carried[u.resource] += u.weight * (live[i].bytes - live[i].left);
+        }
+      }
+      for (FluidNetwork::ResourceId r = 0; r < nres; ++r) {
+        EXPECT_NEAR(net.load(r), load[r], 1e-9 * std::max(load[r], capacity[r])) << "r" << r;
+        EXPECT_NEAR(net.carried_bytes(r), carried[r], 1e-6 * std::max(carried[r], 1e6)) << "r" << r;
+      }
+      expect_max_min(net, ids, flows);
+      if (testing::Test::HasFailure()) return;  // one failing step is enough to read
+    }
+  }
+}
+
+// A resource whose flows' bounds sum to exactly its capacity is slack; had it been solved it would
+// saturate at those very rates. Rates, loads and finish times are exact either way, and a capacity
+// one ulp lower (binding) gives the same rates.
+TEST(FluidNetworkTest, ExactlySaturatedResourceGivesSolvedRates) {
+  for (const double hbm_capacity : {8e10, std::nextafter(8e10, 0.0)}) {
+    SCOPED_TRACE(hbm_capacity);
+    const bool exact = hbm_capacity == 8e10;
+    // Four flows over their own 20 GB/s link into one HBM port, or two copying inside it (weight
+    // 2): demand 8e10 either way.
+    for (const double hbm_weight : {1.0, 2.0}) {
+      FluidNetwork net;
+      const auto hbm = net.add_resource("hbm", hbm_capacity);
+      std::vector<FlowId> ids;
+      for (int i = 0; i < 4 / hbm_weight; ++i) {
+        const auto link = net.add_resource("link", 2e10);
+        ids.push_back(net.add_flow(1e6, {{hbm, hbm_weight}, {link}}));
+      }
+      for (const FlowId f : ids) {
+        if (exact) {
+          EXPECT_EQ(net.rate(f), 2e10);
+        }
+        EXPECT_TRUE(close(net.rate(f), 2e10)) << net.rate(f);
+      }
+      EXPECT_TRUE(close(net.load(hbm), hbm_capacity));
+      if (exact) {
+        EXPECT_EQ(net.load(hbm), 8e10);
+      }
+      const SimTime end = transfer_time(1e6, 2e10);
+      const SimTime t = net.next_completion();
+      if (exact) {
+        EXPECT_EQ(t, end);
+      }
+      EXPECT_TRUE(t + 1 >= end && t <= end + 1) << t << " vs " << end;
+      EXPECT_EQ(net.complete_until(FluidNetwork::kNever), ids);
+      EXPECT_TRUE(close(net.carried_bytes(hbm), 4e6));
+    }
+    // Capped flows filling a link exactly; a fifth makes it binding, cancelling it slack again.
+    FluidNetwork net;
+    const auto link = net.add_resource("link", hbm_capacity / 80);
+    std::vector<FlowId> ids;
+    for (int i = 0; i < 4; ++i) ids.push_back(net.add_flow(1e6, {{link}}, 2.5e8));
+    for (const FlowId f : ids) EXPECT_TRUE(close(net.rate(f), 2.5e8));
+    const FlowId extra = net.add_flow(1e6, {{link}}, 2.5e8);
+    EXPECT_TRUE(close(net.rate(extra), hbm_capacity / 400));
+    EXPECT_TRUE(close(net.rate(ids[0]), hbm_capacity / 400));
+    net.advance_to(1 * kUs);
+    net.cancel_flow(extra);
+    for (const FlowId f : ids) EXPECT_TRUE(close(net.rate(f), 2.5e8));
+    EXPECT_TRUE(close(net.load(link), 1e9));
+  }
+}
+
+// An HBM port shared by more flows than it could carry at their bounds, but bottlenecked on two
+// links whose capacities fit it, is slack; it turns binding when a link grows past its room and
+// slack again when the link shrinks.
+TEST(FluidNetworkTest, PortSlackByLinkBottlenecksTurnsBindingWhenALinkGrows) {
+  std::vector<double> capacity = {1e11, 2e10, 2e10};
+  FluidNetwork net;
+  for (const double c : capacity) net.add_resource("r", c);
+  std::vector<RefFlow> flows;
+  std::vector<FlowId> ids;
+  for (int i = 0; i < 10; ++i) {
+    flows.push_back({{{0}, {static_cast<FluidNetwork::ResourceId>(1 + i % 2)}}});
+    ids.push_back(net.add_flow(1e9, flows.back().path));
+  }
+  auto check = [&](double expected_a, double expected_b) {
+    const std::vector<double> expected = reference_rates(capacity, flows);
+    for (std::size_t f = 0; f < ids.size(); ++f) {
+      EXPECT_TRUE(close(net.rate(ids[f]), expected[f])) << f << ": " << net.rate(ids[f]);
+      EXPECT_TRUE(close(net.rate(ids[f]), f % 2 == 0 ? expected_a : expected_b));
+    }
+    expect_max_min(net, ids, flows);
+  };
+  check(4e9, 4e9);
+  capacity[1] = 9e10;  // the port now binds: 4e9 for b's flows, (1e11 - 2e10) / 5 for a's
+  net.set_capacity(1, capacity[1]);
+  check(1.6e10, 4e9);
+  net.advance_to(1 * kUs);
+  capacity[1] = 3e10;
+  net.set_capacity(1, capacity[1]);
+  check(6e9, 4e9);
+  EXPECT_TRUE(close(net.load(0), 5e10));
+}
+
+// Resources crossed by the same flows bound each other: neither may be dropped because the other
+// would hold the flows back.
+TEST(FluidNetworkTest, ResourcesBoundingEachOtherStayBinding) {
+  const std::vector<double> capacity = {1e9, 1e9};
+  const std::vector<RefFlow> flows = {
+      {{{0, 1.0}, {1, 0.5}}}, {{{0, 0.5}, {1, 1.0}}}, {{{0}, {1}}}, {{{0, 1.0}, {1, 0.5}}}};
+  FluidNetwork net;
+  net.add_resource("a", capacity[0]);
+  net.add_resource("b", capacity[1]);
+  std::vector<FlowId> ids;
+  for (const RefFlow& f : flows) ids.push_back(net.add_flow(1e9, f.path));
+  const std::vector<double> expected = reference_rates(capacity, flows);
+  for (std::size_t f = 0; f < ids.size(); ++f) {
+    EXPECT_TRUE(close(net.rate(ids[f]), expected[f])) << f << ": " << net.rate(ids[f]);
+  }
+  expect_max_min(net, ids, flows);
+}
+
 TEST(FluidNetworkTest, StaggeredArrivalSharesFromJoinTime) {
   FluidNetwork net;
   const auto link = net.add_resource("link", 1e9);
