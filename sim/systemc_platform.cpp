@@ -303,6 +303,10 @@ bool SystemcPlatform::drive_until(const std::function<bool()>& done, Time timeou
 }
 
 void SystemcPlatform::start_kernel() {
+  // The driver steps the kernel on purpose, including steps in which nothing is due (a fresh
+  // kernel resets report actions, hence here and not once).
+  sc_core::sc_report_handler::set_actions(sc_core::SC_ID_NO_SC_START_ACTIVITY_,
+                                          sc_core::SC_DO_NOTHING);
   // Processes spawned during elaboration only count as pending once the kernel has initialised.
   if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);
 }
