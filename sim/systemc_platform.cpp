@@ -43,11 +43,11 @@ class SystemcSignal final : public impl::Signal {
     require_blocking_context("Signal::wait_for");
     if (!in_thread()) return platform_.drive_until([this] { return set_; }, timeout);
     if (timeout == impl::kForever) {
-      while (!set_) sc_core::wait(event_);
+      while (!set_) platform_.job_wait([this] { sc_core::wait(event_); });
     } else {
       const Time deadline = platform_.now() + timeout;
       while (!set_ && platform_.now() < deadline)
-        sc_core::wait(span(deadline - platform_.now()), event_);
+        platform_.job_wait([&] { sc_core::wait(span(deadline - platform_.now()), event_); });
     }
     return set_;
   }
@@ -71,7 +71,7 @@ class SystemcMutex final : public impl::Mutex {
     auto w = std::make_shared<Waiter>();
     waiters_.push_back(w);
     if (in_thread()) {
-      while (!w->granted) sc_core::wait(w->event);
+      while (!w->granted) platform_.job_wait([&w] { sc_core::wait(w->event); });
     } else if (!platform_.drive_until([&w] { return w->granted; }, impl::kForever)) {
       waiters_.erase(std::find(waiters_.begin(), waiters_.end(), w));
       throw std::logic_error("Mutex(" + name_ +
@@ -223,7 +223,7 @@ Time SystemcPlatform::now() const {
 void SystemcPlatform::sleep(Time duration) {
   require_blocking_context("sleep");
   if (in_thread()) {
-    sc_core::wait(span(duration));
+    job_wait([duration] { sc_core::wait(span(duration)); });
     return;
   }
   const Time until = now() + duration;

@@ -49,6 +49,17 @@ class SystemcPlatform final : public impl::Platform {
   /// Wakes a driver blocked in drive_until so it re-checks its condition (called on any state
   /// change a driver may wait for).
   void wake_driver();
+  /// Hooks run around every suspension of a job: `leave` just before the job yields to the
+  /// kernel (its result is handed back to `enter`), `enter` right after it resumes. An embedded
+  /// interpreter uses them to swap its per-job thread state (the Python module does).
+  struct JobSwitchHooks {
+    std::function<void*()> leave;
+    std::function<void(void*)> enter;
+  };
+  void set_job_switch_hooks(JobSwitchHooks hooks) { hooks_ = std::move(hooks); }
+  /// Runs a SystemC wait of the current job between the switch hooks.
+  void job_wait(const std::function<void()>& wait);
+
   /// Messages of exceptions that escaped a job (impl must catch its own; tests assert none).
   const std::vector<std::string>& job_failures() const { return job_failures_; }
 
@@ -60,6 +71,7 @@ class SystemcPlatform final : public impl::Platform {
   int driver_waiting_ = 0;
   std::uint64_t spawned_ = 0;
   std::vector<std::string> job_failures_;
+  JobSwitchHooks hooks_;
 };
 
 }  // namespace kvsim::sim
