@@ -261,6 +261,12 @@ bool SystemcPlatform::on_job() const {
   return in_thread();
 }
 
+void SystemcPlatform::job_wait(const std::function<void()>& wait) {
+  void* token = hooks_.leave ? hooks_.leave() : nullptr;
+  wait();
+  if (hooks_.enter) hooks_.enter(token);
+}
+
 int SystemcPlatform::device_count() const {
   return fabric_.topology().device_count();
 }
