@@ -106,10 +106,21 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
   {
     YamlReader m = top.child("model");
     const std::string name = m.text("name");
-    try {
-      s.model = load_model(name);
-    } catch (const ModelError& e) {
-      m.fail_key("name", e.what());
+    if (m.has("layers")) {
+      // An inline shape (a model outside the library, or a synthetic one for calibration).
+      s.model.name = name;
+      s.model.layers = static_cast<int>(m.integer("layers", 1, 1024));
+      s.model.hidden = static_cast<int>(m.integer("hidden", 1, 1 << 20));
+      s.model.intermediate = static_cast<int>(m.integer("intermediate", 1, 1 << 22));
+      s.model.heads = static_cast<int>(m.integer("heads", 1, 1024));
+      s.model.kv_heads = static_cast<int>(m.integer("kv_heads", 1, 1024));
+      s.model.head_dim = static_cast<int>(m.integer("head_dim", 1, 4096));
+    } else {
+      try {
+        s.model = load_model(name);
+      } catch (const ModelError& e) {
+        m.fail_key("name", e.what());
+      }
     }
     s.tensor_parallel = static_cast<int>(m.integer("tensor_parallel", 1, 64));
     s.dtype = m.text("dtype");

@@ -1,0 +1,328 @@
+// The kvsim command: `demo` (representative transfers on a preset), `run` (one scenario), `sweep`
+// (a cross product of scenario values, in parallel processes).
+// Exit codes: 0 success; 1 a request failed or bytes differ; 2 bad usage or input.
+#include <sys/wait.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/errors.h"
+#include "model/fabric.h"
+#include "model/preset.h"
+#include "model/sim_kernel.h"
+#include "sim/results_writer.h"
+#include "sim/runner.h"
+#include "sim/scenario.h"
+
+namespace {
+
+using namespace kvsim::model;
+
+struct Flow {
+  int src, dst;
+  std::uint64_t block;
+  std::size_t blocks;
+};
+
+struct Case {
+  std::string title;
+  std::vector<Flow> flows;
+};
+
+// Runs one case on a fresh kernel; prints one line per flow and checks the bytes landed.
+bool run_case(const std::string& preset, const std::vector<Override>& overrides, const Case& c) {
+  fresh_kernel();
+  const TopologySpec spec = load_preset(preset, overrides);
+  Fabric fabric("fabric", spec);
+  Topology& topo = fabric.topology();
+  struct Posted {
+    std::optional<BatchOutcome> out;
+    std::uint64_t src_addr, dst_addr;
+    Bandwidth line;
+    std::string path;
+  };
+  std::vector<Posted> posted(c.flows.size());
+  for (std::size_t i = 0; i < c.flows.size(); ++i) {
+    const Flow& f = c.flows[i];
+    const std::uint64_t bytes = f.block * f.blocks;
+    Hbm& src = topo.memory(topo.device_memory(f.src));
+    Hbm& dst = topo.memory(topo.device_memory(f.dst));
+    Posted& p = posted[i];
+    p.src_addr = src.allocate(bytes, 2 << 20);
+    p.dst_addr = dst.allocate(bytes, 2 << 20);
+    src.fill_pattern(p.src_addr, bytes, 1000 + i);
+    const Route r = topo.route(topo.device_memory(f.src), topo.device_memory(f.dst), f.dst, 0);
+    p.line = topo.links()[r.links.front()].nominal_effective;
+    p.path = topo.links()[r.links.front()].name;
+    // Post in batches of at most 1024 descriptors, as llm_datadist does (spec 3.4).
+    for (std::size_t first = 0; first < f.blocks; first += 1024) {
+      std::vector<CopyDescriptor> descs;
+      for (std::size_t k = first; k < std::min(f.blocks, first + 1024); ++k) {
+        descs.push_back({p.src_addr + k * f.block, p.dst_addr + k * f.block, f.block});
+      }
+      const bool last = first + 1024 >= f.blocks;
+      fabric.post({f.dst, static_cast<int>(i) % spec.dma.engines}, std::move(descs),
+                  [&p, last](const BatchOutcome& o) {
+                    if (last || !o.ok) p.out = o;
+                  });
+    }
+  }
+  run_to_completion();
+  std::printf("\n%s\n", c.title.c_str());
+  bool ok = true;
+  for (std::size_t i = 0; i < c.flows.size(); ++i) {
+    const Flow& f = c.flows[i];
+    const Posted& p = posted[i];
+    const std::uint64_t bytes = f.block * f.blocks;
+    if (!p.out || !p.out->ok) {
+      std::printf("  %s -> %s: FAILED %s\n", topo.device_name(f.src).c_str(),
+                  topo.device_name(f.dst).c_str(),
+                  p.out ? p.out->error.c_str() : "(no completion)");
+      ok = false;
+      continue;
+    }
+    const double seconds = to_seconds(p.out->finished);
+    const Bandwidth achieved = static_cast<double>(bytes) / seconds;
+    const bool exact =
+        !topo.memory(topo.device_memory(f.dst))
+             .content()
+             .first_difference(p.dst_addr, topo.memory(topo.device_memory(f.src)).content(),
+                               p.src_addr, bytes);
+    ok = ok && exact;
+    std::printf(
+        "  %-5s -> %-5s %9s in %5zu x %-9s over %-18s %10s  %8s  (%3.0f%% of %s effective line "
+        "rate)%s\n",
+        topo.device_name(f.src).c_str(), topo.device_name(f.dst).c_str(),
+        format_bytes(double(bytes)).c_str(), f.blocks, format_bytes(double(f.block)).c_str(),
+        p.path.c_str(), format_time(p.out->finished).c_str(), format_bandwidth(achieved).c_str(),
+        100.0 * achieved / p.line, format_bandwidth(p.line).c_str(),
+        exact ? "  bytes verified" : "  BYTES DIFFER");
+  }
+  return ok;
+}
+
+// "key=value" into a pair; false if there is no '='.
+bool split_set(const std::string& text, std::pair<std::string, std::string>& out) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  out = {text.substr(0, eq), text.substr(eq + 1)};
+  return true;
+}
+
+int run_demo(const std::string& preset, const std::vector<Override>& overrides) {
+  const TopologySpec spec = load_preset(preset, overrides);
+  std::printf("kvsim demo on preset '%s': %s\n", spec.name.c_str(), spec.description.c_str());
+  const int remote = spec.nodes > 1 ? spec.devices_per_node : 1;
+  const std::vector<Case> cases = {
+      {"1. One large contiguous copy (1 GiB as 2 MiB blocks) inside a node",
+       {{0, 1, 2 << 20, 512}}},
+      {"2. The same copy to another node", {{0, remote, 2 << 20, 512}}},
+      {"3. A PA-like batch: 2560 blocks of 16 KiB (40 layers x 64 blocks) to another node",
+       {{0, remote, 16 << 10, 2560}}},
+      {"4. Two competing 256 MiB flows into one NIC",
+       {{0, remote, 2 << 20, 128}, {1, remote, 2 << 20, 128}}},
+  };
+  bool ok = true;
+  for (const Case& c : cases) ok = run_case(preset, overrides, c) && ok;
+  return ok ? 0 : 1;
+}
+
+int run_one(const std::string& scenario_path, const std::vector<kvsim::sim::ScenarioOverride>& sets,
+            const std::string& out_dir, bool trace, bool quiet) {
+  const kvsim::sim::Scenario scenario = kvsim::sim::load_scenario(scenario_path, sets);
+  kvsim::sim::RunOptions options;
+  options.trace = trace;
+  if (!quiet) {
+    options.progress = [](std::size_t done, std::size_t total) {
+      std::fprintf(stderr, "\r  simulated %zu/%zu requests", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    };
+  }
+  const kvsim::sim::RunResult result = kvsim::sim::run_scenario(scenario, options);
+  kvsim::sim::write_results(result, out_dir);
+  if (!quiet)
+    std::printf("%s\nresults in %s/\n", kvsim::sim::summary_text(result).c_str(), out_dir.c_str());
+  for (const auto& r : result.requests) {
+    if (!r.ok || !r.verified) return 1;
+  }
+  return 0;
+}
+
+// The cross product of every --set key=v1,v2,... list, in the order given.
+std::vector<std::vector<kvsim::sim::ScenarioOverride>> cross_product(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& axes) {
+  std::vector<std::vector<kvsim::sim::ScenarioOverride>> points(1);
+  for (const auto& [key, values] : axes) {
+    std::vector<std::vector<kvsim::sim::ScenarioOverride>> next;
+    for (const auto& p : points) {
+      for (const auto& v : values) {
+        next.push_back(p);
+        next.back().emplace_back(key, v);
+      }
+    }
+    points = std::move(next);
+  }
+  return points;
+}
+
+int run_sweep(const std::string& scenario_path, const std::vector<std::string>& sets,
+              const std::string& out_dir, int jobs) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  for (const auto& s : sets) {
+    std::pair<std::string, std::string> kv;
+    if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=v1,v2,...");
+    std::vector<std::string> values;
+    std::stringstream ss(kv.second);
+    for (std::string v; std::getline(ss, v, ',');) values.push_back(v);
+    axes.emplace_back(kv.first, values);
+  }
+  const auto points = cross_product(axes);
+  // Parse every point first, so a bad value fails before anything runs.
+  for (const auto& p : points) kvsim::sim::load_scenario(scenario_path, p);
+  std::filesystem::create_directories(out_dir);
+  std::size_t next = 0, done = 0;
+  std::map<pid_t, std::size_t> running;
+  std::vector<int> status(points.size(), -1);
+  auto progress = [&] {
+    const int width = 30;
+    const int filled = static_cast<int>(width * done / points.size());
+    std::fprintf(stderr, "\r  [%s%s] %zu/%zu points",
+                 std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                 std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done,
+                 points.size());
+  };
+  progress();
+  while (done < points.size()) {
+    while (next < points.size() && static_cast<int>(running.size()) < jobs) {
+      const std::string dir = out_dir + "/point-" + std::to_string(next);
+      std::fflush(nullptr);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        // A fresh process: its own SystemC kernel, so the point runs exactly as it would alone.
+        try {
+          _exit(run_one(scenario_path, points[next], dir, false, true));
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "\nkvsim: point %zu: %s\n", next, e.what());
+          _exit(2);
+        }
+      }
+      if (pid < 0) throw std::runtime_error("fork failed");
+      running[pid] = next++;
+    }
+    int st = 0;
+    const pid_t pid = wait(&st);
+    if (pid < 0) break;
+    status[running[pid]] = WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+    running.erase(pid);
+    ++done;
+    progress();
+  }
+  std::fprintf(stderr, "\n");
+  // One CSV row per point, from each point's result.json.
+  std::ofstream csv(out_dir + "/sweep.csv");
+  for (const auto& [key, values] : axes) csv << key << ',';
+  csv << "point,requests,mean_exposed_us,mean_ttft_us,exposed_share_pct,kv_bytes_per_request,line_"
+         "rate_gbps,"
+         "status\n";
+  int worst = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    worst = std::max(worst, status[i]);
+    for (const auto& [key, value] : points[i]) csv << value << ',';
+    std::ifstream in(out_dir + "/point-" + std::to_string(i) + "/result.json");
+    if (!in) {
+      csv << i << ",0,,,,,,,failed\n";
+      continue;
+    }
+    const auto j = nlohmann::json::parse(in);
+    double exposed = 0, ttft = 0, bytes = 0;
+    for (const auto& r : j["requests"]) {
+      exposed += r["exposed_us"].get<double>();
+      ttft += r["ttft_us"].get<double>();
+      bytes += r["bytes"].get<double>();
+    }
+    const double n = static_cast<double>(j["requests"].size());
+    csv << i << ',' << n << ',' << exposed / n << ',' << ttft / n << ','
+        << (ttft > 0 ? 100 * exposed / ttft : 0) << ',' << bytes / n << ','
+        << j["line_rate_gbps"].get<double>() << ',' << (status[i] == 0 ? "ok" : "failed") << '\n';
+  }
+  std::printf("sweep of %zu points: %s/sweep.csv\n", points.size(), out_dir.c_str());
+  return worst;
+}
+
+}  // namespace
+
+int sc_main(int argc, char* argv[]) {
+  CLI::App app{"kvsim: KV-cache transfer testbed on a SystemC model of NPUs, HBM and links"};
+  app.require_subcommand(1);
+  std::string preset = "atlas-a2";
+  std::vector<std::string> preset_sets;
+  CLI::App* demo = app.add_subcommand("demo", "Representative transfers on a hardware preset");
+  demo->add_option("--preset", preset, "Hardware preset name or YAML path")->capture_default_str();
+  demo->add_option("--set", preset_sets,
+                   "Override a preset value, e.g. --set scale_out.bandwidth=400Gb/s");
+
+  std::string scenario, out_dir = "out";
+  std::vector<std::string> sets;
+  bool no_trace = false, quiet = false;
+  int jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  CLI::App* run = app.add_subcommand("run", "Simulate one scenario and write its results");
+  run->add_option("scenario", scenario, "Scenario YAML file")->required()->check(CLI::ExistingFile);
+  run->add_option("-o,--out", out_dir, "Output folder")->capture_default_str();
+  run->add_option("--set", sets,
+                  "Override a scenario value, e.g. --set hardware.scale_out.bandwidth=400Gb/s");
+  run->add_flag("--no-trace", no_trace, "Do not write trace.json");
+  run->add_flag("-q,--quiet", quiet, "Print nothing on success");
+  CLI::App* sweep =
+      app.add_subcommand("sweep", "Run the cross product of --set value lists in parallel");
+  sweep->add_option("scenario", scenario, "Scenario YAML file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sweep->add_option("-o,--out", out_dir, "Output folder")->capture_default_str();
+  sweep->add_option("--set", sets, "key=v1,v2,... (repeatable; the cross product is run)")
+      ->required();
+  sweep->add_option("-j,--jobs", jobs, "Parallel processes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*demo) {
+      std::vector<Override> overrides;
+      for (const auto& s : preset_sets) {
+        std::pair<std::string, std::string> kv;
+        if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=value");
+        overrides.push_back(kv);
+      }
+      return run_demo(preset, overrides);
+    }
+    if (*run) {
+      std::vector<kvsim::sim::ScenarioOverride> overrides;
+      for (const auto& s : sets) {
+        std::pair<std::string, std::string> kv;
+        if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=value");
+        overrides.push_back(kv);
+      }
+      return run_one(scenario, overrides, out_dir, !no_trace, quiet);
+    }
+    return run_sweep(scenario, sets, out_dir, jobs);
+  } catch (const CLI::ValidationError& e) {
+    std::fprintf(stderr, "kvsim: %s\n", e.what());
+    return 2;
+  } catch (const ModelError& e) {
+    std::fprintf(stderr, "kvsim: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvsim: %s\n", e.what());
+    return 1;
+  }
+}

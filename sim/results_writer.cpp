@@ -1,0 +1,153 @@
+#include "sim/results_writer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace kvsim::sim {
+namespace {
+
+double us(model::SimTime t) {
+  return static_cast<double>(t) / 1e6;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write '" + path.string() + "'");
+}
+
+}  // namespace
+
+std::string summary_text(const RunResult& r) {
+  std::ostringstream o;
+  const Scenario& s = r.scenario;
+  o << "scenario: " << s.origin << "\nquestion: " << s.question << "\n";
+  o << "hardware: " << s.preset;
+  for (const auto& [k, v] : s.hardware_overrides) o << " " << k << "=" << v;
+  o << "\nmodel: " << s.model.name << " TP" << s.tensor_parallel << " " << s.dtype << ", "
+    << (s.paged ? "paged (" + std::to_string(s.block_tokens) + "-token blocks)"
+                : std::string("contiguous"))
+    << ", "
+    << (s.method == TransferMethod::kLayerwise ? "layer-wise transfer_cache_async"
+                                               : "pull_blocks after prefill")
+    << ", API v" << s.api_version << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%4s %7s %12s %12s %12s %12s %7s %10s %s\n", "req", "tokens",
+                "arrival", "prefill end", "KV ready", "exposed", "share", "bytes", "status");
+  o << line;
+  double exposed_sum = 0;
+  for (const RequestResult& q : r.requests) {
+    const double share =
+        q.ttft() > 0 ? 100.0 * static_cast<double>(q.exposed()) / static_cast<double>(q.ttft()) : 0;
+    exposed_sum += us(q.exposed());
+    std::snprintf(line, sizeof line, "%4d %7llu %12s %12s %12s %12s %6.2f%% %10s %s%s\n", q.id,
+                  static_cast<unsigned long long>(q.prompt_tokens),
+                  model::format_time(q.arrival).c_str(), model::format_time(q.prefill_end).c_str(),
+                  model::format_time(q.transfer_end).c_str(),
+                  model::format_time(q.exposed()).c_str(), share,
+                  model::format_bytes(double(q.bytes)).c_str(), q.status.c_str(),
+                  q.verified ? " (bytes verified)"
+                  : q.ok     ? " (BYTES DIFFER)"
+                             : "");
+    o << line;
+  }
+  if (!r.requests.empty()) {
+    std::snprintf(line, sizeof line, "\nmean exposed transfer: %.1f us\n",
+                  exposed_sum / double(r.requests.size()));
+    o << line;
+  }
+  o << "\nbusiest links:\n";
+  for (std::size_t i = 0; i < r.links.size() && i < 8; ++i) {
+    std::snprintf(line, sizeof line, "  %-24s %10s  %5.1f%% busy\n", r.links[i].name.c_str(),
+                  model::format_bytes(r.links[i].bytes).c_str(), 100 * r.links[i].utilization);
+    o << line;
+  }
+  o << "\ndiagnostics: " << (r.diagnostics.empty() ? "none" : std::to_string(r.diagnostics.size()))
+    << "\n";
+  for (const auto& d : r.diagnostics) o << "  " << d << "\n";
+  return o.str();
+}
+
+std::string result_json(const RunResult& r) {
+  nlohmann::ordered_json j;
+  const Scenario& s = r.scenario;
+  j["scenario"] = {{"origin", s.origin},
+                   {"question", s.question},
+                   {"preset", s.preset},
+                   {"model", s.model.name},
+                   {"layers", s.model.layers},
+                   {"tensor_parallel", s.tensor_parallel},
+                   {"paged", s.paged},
+                   {"block_tokens", s.block_tokens},
+                   {"method", s.method == TransferMethod::kLayerwise ? "layerwise" : "pull_blocks"},
+                   {"api", s.api_version}};
+  nlohmann::ordered_json hw = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : s.hardware_overrides) hw[k] = v;
+  j["scenario"]["hardware_overrides"] = hw;
+  j["line_rate_gbps"] = r.line_rate / 1e9;
+  j["effective_rate_gbps"] = r.effective_rate / 1e9;
+  j["end_us"] = us(r.end);
+  auto& reqs = j["requests"] = nlohmann::ordered_json::array();
+  for (const RequestResult& q : r.requests) {
+    reqs.push_back({{"id", q.id},
+                    {"prompt_tokens", q.prompt_tokens},
+                    {"arrival_us", us(q.arrival)},
+                    {"prefill_start_us", us(q.prefill_start)},
+                    {"prefill_end_us", us(q.prefill_end)},
+                    {"transfer_end_us", us(q.transfer_end)},
+                    {"exposed_us", us(q.exposed())},
+                    {"ttft_us", us(q.ttft())},
+                    {"bytes", q.bytes},
+                    {"ok", q.ok},
+                    {"status", q.status},
+                    {"verified", q.verified}});
+  }
+  auto& links = j["links"] = nlohmann::ordered_json::array();
+  for (const LinkUsage& l : r.links) {
+    links.push_back(
+        {{"name", l.name}, {"type", l.type}, {"bytes", l.bytes}, {"utilization", l.utilization}});
+  }
+  j["diagnostics"] = r.diagnostics;
+  return j.dump(1);
+}
+
+void write_results(const RunResult& r, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("cannot create output folder '" + dir + "': " + ec.message());
+  const fs::path d(dir);
+  write_file(d / "summary.txt", summary_text(r));
+  write_file(d / "result.json", result_json(r));
+  std::ostringstream req;
+  req << "id,prompt_tokens,arrival_us,prefill_start_us,prefill_end_us,transfer_end_us,exposed_us,"
+         "ttft_us,bytes,status,"
+         "verified\n";
+  for (const RequestResult& q : r.requests) {
+    req << q.id << ',' << q.prompt_tokens << ',' << us(q.arrival) << ',' << us(q.prefill_start)
+        << ',' << us(q.prefill_end) << ',' << us(q.transfer_end) << ',' << us(q.exposed()) << ','
+        << us(q.ttft()) << ',' << q.bytes << ',' << q.status << ',' << (q.verified ? 1 : 0) << '\n';
+  }
+  write_file(d / "requests.csv", req.str());
+  std::ostringstream links;
+  links << "link,type,bytes,utilization\n";
+  for (const LinkUsage& l : r.links)
+    links << l.name << ',' << l.type << ',' << l.bytes << ',' << l.utilization << '\n';
+  write_file(d / "links.csv", links.str());
+  std::ostringstream compute;
+  compute << "request,layer,start_us,end_us\n";
+  for (const ComputeSpan& c : r.compute)
+    compute << c.request << ',' << c.layer << ',' << us(c.start) << ',' << us(c.end) << '\n';
+  write_file(d / "compute.csv", compute.str());
+  std::string diags;
+  for (const auto& x : r.diagnostics) diags += x + "\n";
+  write_file(d / "diagnostics.txt", diags);
+  if (!r.trace_json.empty()) write_file(d / "trace.json", r.trace_json);
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,380 @@
+#include "sim/runner.h"
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include "impl/directory.h"
+#include "impl/llm_datadist.h"
+#include "sim/chrome_trace.h"
+#include "sim/world.h"
+
+namespace kvsim::sim {
+namespace {
+
+using impl::LLMStatusCode;
+using model::SimTime;
+
+constexpr std::uint64_t kPromptClusterBase = 100;
+constexpr std::uint64_t kDecodeClusterBase = 200;
+constexpr int kPort = 26000;
+constexpr std::uint64_t kAlign = 2ull << 20;  // HCCS needs 2 MiB-aligned device memory (spec 4)
+
+impl::DataType data_type(const std::string& dtype) {
+  if (dtype == "bf16") return impl::DataType::DT_BF16;
+  if (dtype == "fp16") return impl::DataType::DT_FLOAT16;
+  if (dtype == "fp32") return impl::DataType::DT_FLOAT;
+  return impl::DataType::DT_INT8;  // int8, fp8: one byte per element
+}
+
+// Releases layer L of the current request once the simulated prefill has computed it (the
+// documented per-layer event pattern, spec 8).
+class LayerEvents final : public impl::LayerSynchronizer {
+ public:
+  explicit LayerEvents(std::vector<std::unique_ptr<impl::Signal>>& done) : done_(done) {}
+  bool synchronize_layer(std::int64_t layer, std::optional<std::int64_t>) override {
+    return done_.at(static_cast<std::size_t>(layer))->wait_for(impl::kForever);
+  }
+
+ private:
+  std::vector<std::unique_ptr<impl::Signal>>& done_;
+};
+
+// One tensor-parallel rank: a prompt process and a decode process with their caches.
+struct Rank {
+  int prompt_device = 0;
+  int decode_device = 0;
+  std::unique_ptr<impl::LLMDataDist> prompt;
+  std::unique_ptr<impl::LLMDataDist> decode;
+  std::optional<impl::CacheView> prompt_cache;  // set once registered
+  std::optional<impl::CacheView> decode_cache;
+};
+
+class Run {
+ public:
+  Run(const Scenario& s, const RunOptions& o)
+      : s_(s), options_(o), world_(s.preset, s.hardware_overrides) {
+    if (o.trace) trace_ = std::make_unique<ChromeTrace>(world_.fabric());
+    result_.scenario = s;
+  }
+
+  RunResult go() {
+    setup();
+    for (const FaultSpec& f : s_.faults) world_.fabric().schedule_link_event(f.link, f.at, f.event);
+    world_.platform().spawn("serve", [this] { serve(); });
+    world_.platform().run_until_idle();
+    if (!error_.empty()) throw std::runtime_error(error_);
+    finish();
+    return std::move(result_);
+  }
+
+ private:
+  impl::Platform& platform() { return world_.platform(); }
+
+  std::map<std::string, std::string> options(int device, bool listen) {
+    std::map<std::string, std::string> o = {
+        {impl::kOptionDeviceId, std::to_string(device)},
+        {impl::kOptionKvsimApiVersion, std::to_string(s_.api_version)}};
+    if (listen)
+      o[impl::kOptionListenIpInfo] = platform().device_ip(device) + ":" + std::to_string(kPort);
+    if (s_.api_version == 1) {
+      o[impl::kOptionMemPoolConfig] =
+          "{\"memory_size\": " + std::to_string(pool_bytes_) + ", \"page_shift\": 21}";
+    }
+    return o;
+  }
+
+  impl::CacheView make_cache(impl::LLMDataDist& dist, int device, std::uint64_t cluster, bool key) {
+    const std::optional<impl::BlocksCacheKey> blocks_key =
+        key ? std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{cluster, 0}) : std::nullopt;
+    if (s_.api_version == 1) {
+      return s_.paged ? dist.kv_cache_manager().allocate_blocks_cache(desc_, blocks_key).view()
+                      : dist.kv_cache_manager().allocate_cache(desc_).view();
+    }
+    std::vector<std::uint64_t> addrs;
+    for (std::uint32_t t = 0; t < desc_.num_tensors(); ++t) {
+      const auto a = platform().allocate(device, impl::Placement::DEVICE, desc_.size(), kAlign);
+      if (!a)
+        throw std::runtime_error("device " + std::to_string(device) +
+                                 ": KV cache does not fit in HBM");
+      addrs.push_back(*a);
+    }
+    return s_.paged ? dist.cache_manager().register_blocks_cache(desc_, addrs, blocks_key)
+                    : dist.cache_manager().register_cache(desc_, addrs);
+  }
+
+  void setup() {
+    const model::TopologySpec& spec = world_.spec();
+    max_tokens_ = 0;
+    for (const Request& r : s_.requests) max_tokens_ = std::max(max_tokens_, r.prompt_tokens);
+    const auto elems =
+        static_cast<std::int64_t>(s_.model.kv_elements_per_token(s_.tensor_parallel));
+    if (s_.paged) {
+      blocks_ = static_cast<std::int64_t>((max_tokens_ + s_.block_tokens - 1) / s_.block_tokens);
+      desc_ = impl::CacheDesc(2 * s_.model.layers,
+                              {blocks_, static_cast<std::int64_t>(s_.block_tokens), elems},
+                              data_type(s_.dtype));
+    } else {
+      desc_ =
+          impl::CacheDesc(2 * s_.model.layers, {1, static_cast<std::int64_t>(max_tokens_), elems},
+                          data_type(s_.dtype));
+    }
+    pool_bytes_ =
+        ((desc_.size() + kAlign - 1) / kAlign * kAlign) * desc_.num_tensors() + 64 * kAlign;
+    const int dpn = spec.devices_per_node;
+    const bool same_node = s_.prompt_node == s_.decode_node;
+    const bool layerwise = s_.method == TransferMethod::kLayerwise;
+    ranks_.resize(static_cast<std::size_t>(s_.tensor_parallel));
+    for (int r = 0; r < s_.tensor_parallel; ++r) {
+      Rank& k = ranks_[static_cast<std::size_t>(r)];
+      k.prompt_device = s_.prompt_node * dpn + r;
+      k.decode_device = s_.decode_node * dpn + r + (same_node ? s_.tensor_parallel : 0);
+      const std::uint64_t pc = kPromptClusterBase + static_cast<std::uint64_t>(r);
+      const std::uint64_t dc = kDecodeClusterBase + static_cast<std::uint64_t>(r);
+      k.prompt = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(),
+                                                     impl::LLMRole::PROMPT, pc);
+      k.decode = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(),
+                                                     impl::LLMRole::DECODER, dc);
+      // Layer-wise: the prompt side pushes, so decode listens. pull_blocks: decode pulls (spec 8).
+      k.prompt->init(options(k.prompt_device, !layerwise));
+      k.decode->init(options(k.decode_device, layerwise));
+      k.prompt_cache = make_cache(*k.prompt, k.prompt_device, pc, !layerwise);
+      k.decode_cache = make_cache(*k.decode, k.decode_device, dc, false);
+      impl::LLMClusterInfo info;
+      const int server = layerwise ? k.decode_device : k.prompt_device;
+      info.set_remote_cluster_id(layerwise ? dc : pc);
+      info.append_remote_ip_info(world_.fabric().topology().device_ip(server), kPort);
+      impl::LLMDataDist& client = layerwise ? *k.prompt : *k.decode;
+      const auto [code, codes] = client.link_clusters({info});
+      if (code != LLMStatusCode::LLM_SUCCESS) {
+        throw std::runtime_error("rank " + std::to_string(r) + ": link_clusters failed with " +
+                                 std::string(impl::to_string(code)));
+      }
+    }
+    const model::Topology& t = world_.fabric().topology();
+    const model::Route route =
+        t.route(t.device_memory(ranks_[0].prompt_device), t.device_memory(ranks_[0].decode_device),
+                ranks_[0].prompt_device, 0);
+    const model::Link& link = t.links()[route.links.front()];
+    result_.effective_rate = link.nominal_effective;
+    const model::LinkSpec& ls =
+        link.type == spec.scale_out.type && !same_node ? spec.scale_out : spec.scale_up;
+    result_.line_rate = ls.bandwidth;
+  }
+
+  // A fresh, deterministic block table of `n` blocks out of the cache's `blocks_` (PA caches
+  // fragment over time: consecutive ids are the exception).
+  std::vector<std::int64_t> block_table(std::uint64_t n, std::uint64_t seed) const {
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(blocks_));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::mt19937_64 rng(seed);
+    for (std::size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng() % i]);
+    ids.resize(static_cast<std::size_t>(n));
+    return ids;
+  }
+
+  void serve() {
+    try {
+      for (std::size_t i = 0; i < s_.requests.size(); ++i) {
+        serve_one(static_cast<int>(i), s_.requests[i]);
+        if (options_.progress) options_.progress(i + 1, s_.requests.size());
+      }
+    } catch (const std::exception& e) {
+      error_ = std::string("request serving failed: ") + e.what();
+    }
+  }
+
+  void serve_one(int id, const Request& req) {
+    if (platform().now() < req.arrival) platform().sleep(req.arrival - platform().now());
+    RequestResult rr;
+    rr.id = id;
+    rr.prompt_tokens = req.prompt_tokens;
+    rr.arrival = req.arrival;
+    rr.prefill_start = platform().now();
+    const auto layers = static_cast<std::size_t>(s_.model.layers);
+    const std::uint64_t blocks =
+        s_.paged ? (req.prompt_tokens + s_.block_tokens - 1) / s_.block_tokens : 0;
+    const std::vector<std::int64_t> src_blocks =
+        s_.paged ? block_table(blocks, 2 * id + 1) : std::vector<std::int64_t>{};
+    const std::vector<std::int64_t> dst_blocks =
+        s_.paged ? block_table(blocks, 2 * id + 2) : std::vector<std::int64_t>{};
+    // What prefill writes: a distinct byte stream per request, rank and tensor.
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      for (std::size_t t = 0; t < ranks_[r].prompt_cache->tensor_addrs.size(); ++t) {
+        fill(ranks_[r].prompt_device, ranks_[r].prompt_cache->tensor_addrs[t], desc_.size(),
+             (static_cast<std::uint64_t>(id) << 32) | (r << 16) | t);
+      }
+    }
+    std::vector<std::unique_ptr<impl::Signal>> computed;
+    for (std::size_t l = 0; l < layers; ++l) computed.push_back(platform().make_signal());
+    std::vector<impl::CacheTask> tasks;
+    std::vector<std::vector<impl::AnyTransferConfig>> configs(ranks_.size());
+    auto sync = std::make_shared<LayerEvents>(computed);
+    const bool layerwise = s_.method == TransferMethod::kLayerwise;
+    if (layerwise) {
+      for (std::size_t r = 0; r < ranks_.size(); ++r) {
+        Rank& k = ranks_[r];
+        configs[r].push_back(impl::TransferConfig(kDecodeClusterBase + r,
+                                                  k.decode_cache->tensor_addrs,
+                                                  impl::LayerRange{0, s_.model.layers, 1}, 0));
+        impl::TransferBlockArgs b;
+        if (s_.paged) {
+          b.src_block_indices = src_blocks;
+          b.dst_block_indices = dst_blocks;
+        }
+        tasks.push_back(s_.api_version == 1
+                            ? k.prompt->kv_cache_manager().transfer_cache_async(
+                                  impl::KvCache(*k.prompt_cache), sync, configs[r], b)
+                            : k.prompt->cache_manager().transfer_cache_async(*k.prompt_cache, sync,
+                                                                             configs[r], b));
+      }
+    }
+    const SimTime layer_time = s_.prefill_layer_time(req.prompt_tokens);
+    for (std::size_t l = 0; l < layers; ++l) {
+      const SimTime start = platform().now();
+      platform().sleep(layer_time);
+      computed[l]->set();
+      result_.compute.push_back({id, static_cast<int>(l), start, platform().now()});
+      if (trace_)
+        trace_->add_span("prefill", "compute", "layer " + std::to_string(l), start,
+                         platform().now());
+    }
+    rr.prefill_end = platform().now();
+    rr.ok = true;
+    rr.status = "LLM_SUCCESS";
+    auto fail = [&rr](const std::string& why) {
+      if (rr.ok) rr.status = why;
+      rr.ok = false;
+    };
+    if (layerwise) {
+      for (impl::CacheTask& task : tasks) {
+        const LLMStatusCode code = task.synchronize();
+        if (code != LLMStatusCode::LLM_SUCCESS) fail(std::string(impl::to_string(code)));
+      }
+    } else {
+      pull_all(src_blocks, dst_blocks, fail);
+    }
+    rr.transfer_end = platform().now();
+    if (trace_) {
+      trace_->add_span("requests", "request " + std::to_string(id), "prefill", rr.prefill_start,
+                       rr.prefill_end);
+      trace_->add_span("requests", "request " + std::to_string(id), "exposed transfer",
+                       rr.prefill_end, rr.transfer_end);
+    }
+    rr.bytes = moved_bytes(blocks);
+    rr.verified = rr.ok && verify(src_blocks, dst_blocks);
+    result_.requests.push_back(rr);
+  }
+
+  void pull_all(const std::vector<std::int64_t>& src_blocks,
+                const std::vector<std::int64_t>& dst_blocks,
+                const std::function<void(const std::string&)>& fail) {
+    std::vector<std::unique_ptr<impl::Signal>> done;
+    std::vector<std::string> errors(ranks_.size());
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      done.push_back(platform().make_signal());
+      platform().spawn("pull", [this, r, &src_blocks, &dst_blocks, &done, &errors] {
+        Rank& k = ranks_[r];
+        try {
+          const impl::BlocksCacheKey key{kPromptClusterBase + r, 0};
+          if (s_.api_version == 1) {
+            k.decode->kv_cache_manager().pull_blocks(key, impl::KvCache(*k.decode_cache),
+                                                     src_blocks, dst_blocks);
+          } else {
+            k.decode->cache_manager().pull_blocks(key, *k.decode_cache, src_blocks, dst_blocks);
+          }
+        } catch (const impl::LLMException& e) {
+          errors[r] = std::string(impl::to_string(e.status_code()));
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+        done[r]->set();
+      });
+    }
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      (void)done[r]->wait_for(impl::kForever);
+      if (!errors[r].empty()) fail(errors[r]);
+    }
+  }
+
+  void fill(int device, std::uint64_t addr, std::uint64_t len, std::uint64_t seed) {
+    model::Topology& t = world_.fabric().topology();
+    t.memory(t.device_memory(device)).fill_pattern(addr, len, seed);
+  }
+
+  std::uint64_t moved_bytes(std::uint64_t blocks) const {
+    const std::uint64_t per_tensor =
+        s_.paged ? blocks * (desc_.size() / static_cast<std::uint64_t>(blocks_)) : desc_.size();
+    return per_tensor * desc_.num_tensors() * ranks_.size();
+  }
+
+  // Every transferred row or block on the decode side equals its prompt-side source.
+  bool verify(const std::vector<std::int64_t>& src_blocks,
+              const std::vector<std::int64_t>& dst_blocks) {
+    const model::Topology& t = world_.fabric().topology();
+    for (const Rank& k : ranks_) {
+      const model::ContentStore& src = t.memory(t.device_memory(k.prompt_device)).content();
+      const model::ContentStore& dst = t.memory(t.device_memory(k.decode_device)).content();
+      for (std::size_t tensor = 0; tensor < k.prompt_cache->tensor_addrs.size(); ++tensor) {
+        const std::uint64_t s0 = k.prompt_cache->tensor_addrs[tensor],
+                            d0 = k.decode_cache->tensor_addrs[tensor];
+        if (!s_.paged) {
+          if (dst.first_difference(d0, src, s0, desc_.size())) return false;
+          continue;
+        }
+        const std::uint64_t block = desc_.size() / static_cast<std::uint64_t>(blocks_);
+        for (std::size_t b = 0; b < src_blocks.size(); ++b) {
+          if (dst.first_difference(d0 + static_cast<std::uint64_t>(dst_blocks[b]) * block, src,
+                                   s0 + static_cast<std::uint64_t>(src_blocks[b]) * block, block)) {
+            return false;
+          }
+        }
+      }
+    }
+    return true;
+  }
+
+  void finish() {
+    result_.end = platform().now();
+    const model::Topology& t = world_.fabric().topology();
+    const model::FluidNetwork& net = world_.fabric().network();
+    for (const model::Link& l : t.links()) {
+      const double fwd = net.carried_bytes(l.forward), back = net.carried_bytes(l.backward);
+      if (fwd + back <= 0) continue;
+      const double capacity = l.nominal_effective * model::to_seconds(result_.end);
+      result_.links.push_back(
+          {l.name, model::to_string(l.type), fwd + back, std::max(fwd, back) / capacity});
+    }
+    std::stable_sort(result_.links.begin(), result_.links.end(),
+                     [](const LinkUsage& a, const LinkUsage& b) { return a.bytes > b.bytes; });
+    for (const impl::Diagnostic& d : world_.directory().diagnostics().entries()) {
+      result_.diagnostics.push_back(model::format_time(d.time) + " cluster " +
+                                    std::to_string(d.cluster_id) + " " +
+                                    std::string(impl::to_string(d.kind)) + ": " + d.message);
+    }
+    if (trace_) result_.trace_json = trace_->json();
+  }
+
+  const Scenario& s_;
+  RunOptions options_;
+  World world_;
+  std::unique_ptr<ChromeTrace> trace_;
+  std::vector<Rank> ranks_;
+  impl::CacheDesc desc_{2, {1, 1}, impl::DataType::DT_INT8};
+  std::uint64_t max_tokens_ = 0;
+  std::int64_t blocks_ = 0;
+  std::uint64_t pool_bytes_ = 0;
+  RunResult result_;
+  std::string error_;
+};
+
+}  // namespace
+
+RunResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+  Run run(scenario, options);
+  return run.go();
+}
+
+}  // namespace kvsim::sim

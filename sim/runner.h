@@ -1,0 +1,78 @@
+// Runs a scenario with the real implementation on the model: tensor-parallel prompt and decode
+// ranks with their own LLMDataDist, caches registered once, one prefill instance serving the
+// workload, and each request's KV moved layer-wise (transfer_cache_async) or after prefill
+// (pull_blocks). Collects per-request timings, link usage, diagnostics and a trace.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/units.h"
+#include "sim/scenario.h"
+
+namespace kvsim::sim {
+
+/// One request's outcome. Times are simulated, in ps.
+struct RequestResult {
+  int id = 0;
+  std::uint64_t prompt_tokens = 0;
+  model::SimTime arrival = 0;
+  model::SimTime prefill_start = 0;
+  model::SimTime prefill_end = 0;   ///< the last layer computed
+  model::SimTime transfer_end = 0;  ///< the last rank's KV landed on the decode side
+  std::uint64_t bytes = 0;          ///< KV bytes moved, all ranks
+  bool ok = false;
+  std::string status;     ///< "LLM_SUCCESS" or the first failure
+  bool verified = false;  ///< decode bytes equal prompt bytes, checked after the transfer
+
+  /// Transfer time not hidden behind prefill compute.
+  model::SimTime exposed() const {
+    return transfer_end > prefill_end ? transfer_end - prefill_end : 0;
+  }
+  /// Arrival to KV ready on the decode side (the first token's wait, without decode compute).
+  model::SimTime ttft() const { return transfer_end - arrival; }
+};
+
+/// One prefill layer's compute span.
+struct ComputeSpan {
+  int request = 0;
+  int layer = 0;
+  model::SimTime start = 0;
+  model::SimTime end = 0;
+};
+
+/// Bytes and utilisation of one link over the run.
+struct LinkUsage {
+  std::string name;
+  std::string type;
+  double bytes = 0;        ///< both directions
+  double utilization = 0;  ///< busier direction: bytes / (effective bandwidth x run time)
+};
+
+/// Everything a run produces.
+struct RunResult {
+  Scenario scenario;
+  std::vector<RequestResult> requests;
+  std::vector<ComputeSpan> compute;
+  std::vector<LinkUsage> links;  ///< links that carried bytes, busiest first
+  std::vector<std::string> diagnostics;
+  model::SimTime end = 0;
+  std::string trace_json;  ///< Chrome trace (empty unless asked for)
+  double line_rate = 0;    ///< nominal bytes/s of the KV path's link (for reports)
+  double effective_rate = 0;
+};
+
+/// Options of run_scenario.
+struct RunOptions {
+  bool trace = true;
+  /// Called after each request with (done, total).
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+/// Runs the scenario on a fresh World. Throws std::runtime_error if the setup fails (a link that
+/// does not come up, memory that does not fit), naming the rank and the call.
+RunResult run_scenario(const Scenario& scenario, const RunOptions& options = {});
+
+}  // namespace kvsim::sim

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The kvsim command: a sweep's points equal individual runs, bad input gives exit code 2 with
+# file, line and key, and --help works on every subcommand.
+set -euo pipefail
+kvsim=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+scenario=$src/scenarios/library/a2-llama70b-roce.yaml
+
+"$kvsim" sweep "$scenario" --set hardware.scale_out.bandwidth=100Gb/s,400Gb/s --set cache.block_tokens=64,128 \
+  -j 2 -o "$work/sweep" 2>/dev/null
+test "$(tail -n +2 "$work/sweep/sweep.csv" | wc -l)" -eq 4
+i=0
+for bw in 100Gb/s 400Gb/s; do
+  for bt in 64 128; do
+    "$kvsim" run "$scenario" --set hardware.scale_out.bandwidth=$bw --set cache.block_tokens=$bt \
+      --no-trace -q -o "$work/run-$i"
+    cmp "$work/run-$i/result.json" "$work/sweep/point-$i/result.json"
+    i=$((i + 1))
+  done
+done
+
+cat > "$work/bad.yaml" <<'YAML'
+question: bad
+hardware:
+  preset: atlas-a2
+model:
+  name: llama-3-70b
+  tensor_parallel: 8
+  dtype: bf17
+YAML
+set +e
+out=$("$kvsim" run "$work/bad.yaml" -o "$work/bad" 2>&1)
+rc=$?
+set -e
+test $rc -eq 2
+echo "$out" | grep -q "bad.yaml:7: key 'model.dtype' must be one of"
+
+for sub in demo run sweep; do "$kvsim" $sub --help >/dev/null; done
+echo "1 passed, 0 failed"
