@@ -1,5 +1,5 @@
 // The kvsim command: `demo` (representative transfers on a preset), `run` (one scenario), `sweep`
-// (a cross product of scenario values, in parallel processes).
+// (a cross product of scenario values, in parallel processes), `report` (plots of a result folder).
 // Exit codes: 0 success; 1 a request failed or bytes differ; 2 bad usage or input.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +20,7 @@
 #include "model/fabric.h"
 #include "model/preset.h"
 #include "model/sim_kernel.h"
+#include "sim/report.h"
 #include "sim/results_writer.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
@@ -138,7 +139,7 @@ int run_demo(const std::string& preset, const std::vector<Override>& overrides) 
 }
 
 int run_one(const std::string& scenario_path, const std::vector<kvsim::sim::ScenarioOverride>& sets,
-            const std::string& out_dir, bool trace, bool quiet) {
+            const std::string& out_dir, bool trace, bool quiet, bool report) {
   const kvsim::sim::Scenario scenario = kvsim::sim::load_scenario(scenario_path, sets);
   kvsim::sim::RunOptions options;
   options.trace = trace;
@@ -150,8 +151,11 @@ int run_one(const std::string& scenario_path, const std::vector<kvsim::sim::Scen
   }
   const kvsim::sim::RunResult result = kvsim::sim::run_scenario(scenario, options);
   kvsim::sim::write_results(result, out_dir);
-  if (!quiet)
-    std::printf("%s\nresults in %s/\n", kvsim::sim::summary_text(result).c_str(), out_dir.c_str());
+  if (report) kvsim::sim::render_report(out_dir);
+  if (!quiet) {
+    std::printf("%s\nresults in %s/%s\n", kvsim::sim::summary_text(result).c_str(), out_dir.c_str(),
+                report ? " (report: index.html)" : "");
+  }
   for (const auto& r : result.requests) {
     if (!r.ok || !r.verified) return 1;
   }
@@ -176,7 +180,7 @@ std::vector<std::vector<kvsim::sim::ScenarioOverride>> cross_product(
 }
 
 int run_sweep(const std::string& scenario_path, const std::vector<std::string>& sets,
-              const std::string& out_dir, int jobs) {
+              const std::string& out_dir, int jobs, bool report) {
   std::vector<std::pair<std::string, std::vector<std::string>>> axes;
   for (const auto& s : sets) {
     std::pair<std::string, std::string> kv;
@@ -210,7 +214,7 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
       if (pid == 0) {
         // A fresh process: its own SystemC kernel, so the point runs exactly as it would alone.
         try {
-          _exit(run_one(scenario_path, points[next], dir, false, true));
+          _exit(run_one(scenario_path, points[next], dir, false, true, false));
         } catch (const std::exception& e) {
           std::fprintf(stderr, "\nkvsim: point %zu: %s\n", next, e.what());
           _exit(2);
@@ -231,9 +235,8 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
   // One CSV row per point, from each point's result.json.
   std::ofstream csv(out_dir + "/sweep.csv");
   for (const auto& [key, values] : axes) csv << key << ',';
-  csv << "point,requests,mean_exposed_us,mean_ttft_us,exposed_share_pct,kv_bytes_per_request,line_"
-         "rate_gbps,"
-         "status\n";
+  csv << "point,requests,mean_exposed_us,mean_ttft_us,exposed_share_pct,kv_bytes_per_request,"
+         "effective_gbps,line_rate_gbps,status\n";
   int worst = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
     worst = std::max(worst, status[i]);
@@ -244,18 +247,22 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
       continue;
     }
     const auto j = nlohmann::json::parse(in);
-    double exposed = 0, ttft = 0, bytes = 0;
+    double exposed = 0, ttft = 0, bytes = 0, effective = 0;
     for (const auto& r : j["requests"]) {
+      effective += r["effective_gbps"].get<double>();
       exposed += r["exposed_us"].get<double>();
       ttft += r["ttft_us"].get<double>();
       bytes += r["bytes"].get<double>();
     }
     const double n = static_cast<double>(j["requests"].size());
     csv << i << ',' << n << ',' << exposed / n << ',' << ttft / n << ','
-        << (ttft > 0 ? 100 * exposed / ttft : 0) << ',' << bytes / n << ','
+        << (ttft > 0 ? 100 * exposed / ttft : 0) << ',' << bytes / n << ',' << effective / n << ','
         << j["line_rate_gbps"].get<double>() << ',' << (status[i] == 0 ? "ok" : "failed") << '\n';
   }
-  std::printf("sweep of %zu points: %s/sweep.csv\n", points.size(), out_dir.c_str());
+  csv.close();
+  if (report) kvsim::sim::render_report(out_dir);
+  std::printf("sweep of %zu points: %s/sweep.csv%s\n", points.size(), out_dir.c_str(),
+              (report ? ", report " + out_dir + "/index.html" : std::string()).c_str());
   return worst;
 }
 
@@ -273,7 +280,7 @@ int sc_main(int argc, char* argv[]) {
 
   std::string scenario, out_dir = "out";
   std::vector<std::string> sets;
-  bool no_trace = false, quiet = false;
+  bool no_trace = false, quiet = false, no_report = false;
   int jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   CLI::App* run = app.add_subcommand("run", "Simulate one scenario and write its results");
   run->add_option("scenario", scenario, "Scenario YAML file")->required()->check(CLI::ExistingFile);
@@ -282,6 +289,7 @@ int sc_main(int argc, char* argv[]) {
                   "Override a scenario value, e.g. --set hardware.scale_out.bandwidth=400Gb/s");
   run->add_flag("--no-trace", no_trace, "Do not write trace.json");
   run->add_flag("-q,--quiet", quiet, "Print nothing on success");
+  run->add_flag("--no-report", no_report, "Do not render plots and index.html");
   CLI::App* sweep =
       app.add_subcommand("sweep", "Run the cross product of --set value lists in parallel");
   sweep->add_option("scenario", scenario, "Scenario YAML file")
@@ -293,6 +301,13 @@ int sc_main(int argc, char* argv[]) {
   sweep->add_option("-j,--jobs", jobs, "Parallel processes")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sweep->add_flag("--no-report", no_report, "Do not render plots and index.html");
+  std::string report_dir;
+  CLI::App* report =
+      app.add_subcommand("report", "Render a run or sweep folder (plots and index.html)");
+  report->add_option("dir", report_dir, "Output folder of kvsim run or kvsim sweep")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -312,9 +327,16 @@ int sc_main(int argc, char* argv[]) {
         if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=value");
         overrides.push_back(kv);
       }
-      return run_one(scenario, overrides, out_dir, !no_trace, quiet);
+      return run_one(scenario, overrides, out_dir, !no_trace, quiet, !no_report && !no_trace);
     }
-    return run_sweep(scenario, sets, out_dir, jobs);
+    if (*report) {
+      for (const auto& image : kvsim::sim::render_report(report_dir)) {
+        std::printf("%s/%s.png, .svg\n", report_dir.c_str(), image.c_str());
+      }
+      std::printf("%s/index.html\n", report_dir.c_str());
+      return 0;
+    }
+    return run_sweep(scenario, sets, out_dir, jobs, !no_report);
   } catch (const CLI::ValidationError& e) {
     std::fprintf(stderr, "kvsim: %s\n", e.what());
     return 2;

@@ -99,10 +99,12 @@ std::string result_json(const RunResult& r) {
                     {"arrival_us", us(q.arrival)},
                     {"prefill_start_us", us(q.prefill_start)},
                     {"prefill_end_us", us(q.prefill_end)},
+                    {"transfer_start_us", us(q.transfer_start)},
                     {"transfer_end_us", us(q.transfer_end)},
                     {"exposed_us", us(q.exposed())},
                     {"ttft_us", us(q.ttft())},
                     {"bytes", q.bytes},
+                    {"effective_gbps", q.effective_bandwidth() / 1e9},
                     {"ok", q.ok},
                     {"status", q.status},
                     {"verified", q.verified}});

@@ -236,6 +236,7 @@ class Run {
       const SimTime start = platform().now();
       platform().sleep(layer_time);
       computed[l]->set();
+      if (l == 0) rr.transfer_start = platform().now();
       result_.compute.push_back({id, static_cast<int>(l), start, platform().now()});
       if (trace_)
         trace_->add_span("prefill", "compute", "layer " + std::to_string(l), start,
@@ -257,6 +258,7 @@ class Run {
       pull_all(src_blocks, dst_blocks, fail);
     }
     rr.transfer_end = platform().now();
+    if (!layerwise) rr.transfer_start = rr.prefill_end;
     if (trace_) {
       trace_->add_span("requests", "request " + std::to_string(id), "prefill", rr.prefill_start,
                        rr.prefill_end);

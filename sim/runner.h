@@ -20,9 +20,10 @@ struct RequestResult {
   std::uint64_t prompt_tokens = 0;
   model::SimTime arrival = 0;
   model::SimTime prefill_start = 0;
-  model::SimTime prefill_end = 0;   ///< the last layer computed
-  model::SimTime transfer_end = 0;  ///< the last rank's KV landed on the decode side
-  std::uint64_t bytes = 0;          ///< KV bytes moved, all ranks
+  model::SimTime transfer_start = 0;  ///< the first layer computed: KV may start to move
+  model::SimTime prefill_end = 0;     ///< the last layer computed
+  model::SimTime transfer_end = 0;    ///< the last rank's KV landed on the decode side
+  std::uint64_t bytes = 0;            ///< KV bytes moved, all ranks
   bool ok = false;
   std::string status;     ///< "LLM_SUCCESS" or the first failure
   bool verified = false;  ///< decode bytes equal prompt bytes, checked after the transfer
@@ -33,6 +34,11 @@ struct RequestResult {
   }
   /// Arrival to KV ready on the decode side (the first token's wait, without decode compute).
   model::SimTime ttft() const { return transfer_end - arrival; }
+  /// KV bytes over the transfer window (first layer computed to KV ready), bytes/s.
+  double effective_bandwidth() const {
+    const model::SimTime window = transfer_end - transfer_start;
+    return window > 0 ? static_cast<double>(bytes) / model::to_seconds(window) : 0;
+  }
 };
 
 /// One prefill layer's compute span.

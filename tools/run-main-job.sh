@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds kvsim, and runs the main job. Idempotent.
+# Installs dependencies, builds kvsim, and runs the main job: the default what-if study (A2,
+# Llama-3-70B TP8, RoCE at 100/200/400 Gb/s, 16- and 128-token PA blocks) with its report.
+# Idempotent. The report lands in out/default-study/index.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j2 --target kvsim
-./build/sim/kvsim demo "$@"
+./build/sim/kvsim sweep scenarios/library/a2-llama70b-roce.yaml \
+  --set hardware.scale_out.bandwidth=100Gb/s,200Gb/s,400Gb/s --set cache.block_tokens=16,128 \
+  -o out/default-study "$@"
+./build/sim/kvsim run scenarios/library/a2-llama70b-roce.yaml -q -o out/default-study/baseline
+echo "kvsim: default study report: $(pwd)/out/default-study/index.html (timeline: out/default-study/baseline/index.html)"

@@ -37,5 +37,17 @@ set -e
 test $rc -eq 2
 echo "$out" | grep -q "bad.yaml:7: key 'model.dtype' must be one of"
 
-for sub in demo run sweep; do "$kvsim" $sub --help >/dev/null; done
+# The report renders: valid PNG and SVG with real content, and an index.html that shows them.
+"$kvsim" run "$scenario" -q -o "$work/report"
+for plot in timeline link_utilization; do
+  test "$(head -c 8 "$work/report/$plot.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
+  test "$(stat -c %s "$work/report/$plot.png")" -gt 20000
+  grep -q "<svg" "$work/report/$plot.svg"
+  test "$(grep -c "<path" "$work/report/$plot.svg")" -gt 50
+  grep -q "$plot.svg" "$work/report/index.html"
+done
+grep -q "bytes verified</th><td>all" "$work/report/index.html"
+test -f "$work/sweep/sweep.png" && grep -q "<svg" "$work/sweep/sweep.svg"
+
+for sub in demo run sweep report; do "$kvsim" $sub --help >/dev/null; done
 echo "1 passed, 0 failed"

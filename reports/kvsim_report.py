@@ -1,0 +1,191 @@
+"""Renders kvsim results as plots and an index.html (matplotlib, Agg backend).
+
+Called by `kvsim report DIR` through pybind11's embedded interpreter, or directly:
+    /usr/bin/python3 reports/kvsim_report.py DIR
+A run folder (result.json, compute.csv, trace.json) gets a per-layer timeline and link
+utilisation over time; a sweep folder (sweep.csv) gets sweep curves.
+"""
+import csv
+import html
+import json
+import os
+import re
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+FORMATS = ("png", "svg")
+
+
+def _save(fig, folder, name):
+    paths = []
+    for ext in FORMATS:
+        path = os.path.join(folder, f"{name}.{ext}")
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _link_spans(trace_path):
+    """Data spans per link from the Chrome trace: {link: [(start_us, end_us, bytes)]}."""
+    if not os.path.exists(trace_path):
+        return {}
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    pid_names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    tid_names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    spans = {}
+    for e in events:
+        if e.get("ph") != "X" or pid_names.get(e["pid"]) != "links":
+            continue
+        spans.setdefault(tid_names[e["tid"]], []).append(
+            (e["ts"], e["ts"] + e["dur"], float(e.get("args", {}).get("bytes", 0))))
+    return spans
+
+
+def render_run(folder):
+    """Timeline and link utilisation of one run; returns the image base names."""
+    with open(os.path.join(folder, "result.json")) as f:
+        result = json.load(f)
+    compute = []
+    with open(os.path.join(folder, "compute.csv")) as f:
+        for row in csv.DictReader(f):
+            compute.append((int(row["request"]), int(row["layer"]), float(row["start_us"]), float(row["end_us"])))
+    spans = _link_spans(os.path.join(folder, "trace.json"))
+    links = sorted(spans, key=lambda k: -sum(b for _, _, b in spans[k]))[:8]
+    images = []
+
+    # Per-layer timeline of the first request: prefill compute against transfers per link.
+    req = result["requests"][0] if result["requests"] else None
+    if req:
+        t0, t1 = req["prefill_start_us"], req["transfer_end_us"]
+        fig, ax = plt.subplots(figsize=(11, 1.2 + 0.45 * (len(links) + 1)))
+        rows = ["prefill compute"] + links
+        for (r, layer, s, e) in compute:
+            if r == 0:
+                ax.broken_barh([((s - t0) / 1e3, (e - s) / 1e3)], (0 - 0.4, 0.8),
+                               facecolors="#4C72B0" if layer % 2 == 0 else "#7FA3D6")
+        visible = (t1 - t0) / 1e3 / 400  # keep microsecond transfers visible at millisecond scale
+        for i, link in enumerate(links, start=1):
+            bars = [((s - t0) / 1e3, max((e - s) / 1e3, visible)) for s, e, _ in spans[link] if t0 <= s <= t1]
+            ax.broken_barh(bars, (i - 0.4, 0.8), facecolors="#DD8452")
+        ax.axvline((req["prefill_end_us"] - t0) / 1e3, color="k", lw=0.8, ls="--")
+        ax.set_yticks(range(len(rows)), rows)
+        ax.invert_yaxis()
+        ax.set_xlabel("time since prefill start (ms)")
+        ax.set_title(f"Request 0: prefill layers (blue) and KV data on each link (orange); "
+                     f"exposed {req['exposed_us']:.1f} us after the dashed line")
+        _save(fig, folder, "timeline")
+        images.append("timeline")
+
+    # Link utilisation over time, binned.
+    if links:
+        end = max(e for link in links for _, e, _ in spans[link])
+        bins = 200
+        width = end / bins
+        fig, ax = plt.subplots(figsize=(11, 3.5))
+        for link in links:
+            load = [0.0] * bins
+            for s, e, b in spans[link]:
+                rate = b / max(e - s, 1e-9)  # bytes per us
+                first, last = int(s // width), min(int(e // width), bins - 1)
+                for k in range(first, last + 1):
+                    overlap = min(e, (k + 1) * width) - max(s, k * width)
+                    if overlap > 0:
+                        load[k] += rate * overlap
+            ax.plot([(k + 0.5) * width / 1e3 for k in range(bins)], [x / width / 1e3 for x in load],
+                    label=link, lw=1)
+        ax.axhline(result["effective_rate_gbps"], color="k", lw=0.8, ls=":", label="effective link rate")
+        ax.set_xlabel("simulated time (ms)")
+        ax.set_ylabel("GB/s")
+        ax.set_title("Link throughput over time")
+        ax.legend(fontsize=7, ncol=2)
+        _save(fig, folder, "link_utilization")
+        images.append("link_utilization")
+    _index(folder, "kvsim run: " + result["scenario"]["question"], _run_numbers(result), images)
+    return images
+
+
+def _run_numbers(result):
+    reqs = result["requests"]
+    n = max(len(reqs), 1)
+    return [
+        ("scenario", result["scenario"]["origin"]),
+        ("hardware", result["scenario"]["preset"] + " " +
+         " ".join(f"{k}={v}" for k, v in result["scenario"]["hardware_overrides"].items())),
+        ("model", f"{result['scenario']['model']} TP{result['scenario']['tensor_parallel']}"),
+        ("requests", str(len(reqs))),
+        ("mean exposed transfer", f"{sum(r['exposed_us'] for r in reqs) / n:.1f} us"),
+        ("mean time to KV ready", f"{sum(r['ttft_us'] for r in reqs) / n / 1e3:.2f} ms"),
+        ("mean effective KV bandwidth", f"{sum(r['effective_gbps'] for r in reqs) / n:.2f} GB/s"),
+        ("bytes verified", "all" if all(r["verified"] for r in reqs) else "NOT ALL"),
+        ("diagnostics", str(len(result["diagnostics"]))),
+    ]
+
+
+def _number(text):
+    """The leading number of a swept value ("200Gb/s" -> 200.0), or None."""
+    m = re.match(r"\s*([0-9.]+)", text)
+    return float(m.group(1)) if m else None
+
+
+def render_sweep(folder):
+    """Sweep curves: exposed time and effective bandwidth against the first swept key."""
+    with open(os.path.join(folder, "sweep.csv")) as f:
+        rows = list(csv.DictReader(f))
+    keys = [k for k in rows[0] if k not in ("point", "requests", "mean_exposed_us", "mean_ttft_us",
+                                             "exposed_share_pct", "kv_bytes_per_request",
+                                             "effective_gbps", "line_rate_gbps", "status")]
+    x_key = keys[0]
+    series = {}
+    for row in rows:
+        label = ", ".join(f"{k}={row[k]}" for k in keys[1:]) or "all"
+        series.setdefault(label, []).append(row)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
+    for label, pts in series.items():
+        numeric = all(_number(p[x_key]) is not None for p in pts)
+        xs = [_number(p[x_key]) if numeric else p[x_key] for p in pts]
+        a1.plot(xs, [float(p["mean_exposed_us"]) for p in pts], marker="o", label=label)
+        a2.plot(xs, [float(p["effective_gbps"]) for p in pts], marker="o", label=label)
+    a1.set_xlabel(x_key)
+    a1.set_ylabel("mean exposed transfer (us)")
+    a1.set_yscale("log")
+    a2.set_xlabel(x_key)
+    a2.set_ylabel("effective KV bandwidth (GB/s)")
+    for a in (a1, a2):
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7)
+    fig.suptitle("Sweep: " + folder)
+    _save(fig, folder, "sweep")
+    numbers = [(", ".join(f"{k}={r[k]}" for k in keys),
+                f"exposed {float(r['mean_exposed_us']):.1f} us, {float(r['effective_gbps']):.2f} GB/s, "
+                f"{r['status']}") for r in rows]
+    _index(folder, "kvsim sweep", numbers, ["sweep"])
+    return ["sweep"]
+
+
+def _index(folder, title, numbers, images):
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in numbers)
+    imgs = "".join(f'<p><img src="{name}.svg" alt="{name}" style="max-width:100%"></p>' for name in images)
+    with open(os.path.join(folder, "index.html"), "w") as f:
+        f.write(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+                "<style>body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}</style>"
+                f"</head><body><h1>{html.escape(title)}</h1><table>{rows}</table>{imgs}</body></html>")
+
+
+def render(folder):
+    """Renders whatever `folder` holds (a run or a sweep); returns the image base names."""
+    if os.path.exists(os.path.join(folder, "sweep.csv")):
+        return render_sweep(folder)
+    if os.path.exists(os.path.join(folder, "result.json")):
+        return render_run(folder)
+    raise FileNotFoundError(f"{folder} holds neither result.json nor sweep.csv")
+
+
+if __name__ == "__main__":
+    for d in sys.argv[1:]:
+        print(d, render(d))
