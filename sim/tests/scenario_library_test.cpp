@@ -49,6 +49,7 @@ TEST_P(Library, RunsVerifiedAndMatchesItsGoldenResult) {
   const RunResult r = run_scenario(s, options);
   ASSERT_FALSE(r.requests.empty());
   for (const auto& q : r.requests) {
+    if (!s.faults.empty()) continue;  // fault scenarios pin their statuses in the golden file
     EXPECT_TRUE(q.ok) << "request " << q.id << ": " << q.status;
     EXPECT_TRUE(q.verified) << "request " << q.id;
   }
