@@ -1,0 +1,48 @@
+"""kvsim: the simulated world behind the llm_datadist module.
+
+A world is one SystemC simulation of a hardware preset. Scripts get the default world
+(preset from $KVSIM_PRESET, else "atlas-a2") the first time they make an LLMDataDist, or
+choose one with ``kvsim.World(preset, overrides={...})`` or ``kvsim.World(scenario=path)``.
+"""
+import atexit
+import os
+
+_PRESETS = os.path.join(os.path.dirname(__file__), "presets")
+if os.path.isdir(_PRESETS):  # installed package: presets travel with it
+    os.environ["KVSIM_PRESET_PATH"] = os.pathsep.join(
+        p for p in (os.environ.get("KVSIM_PRESET_PATH"), _PRESETS) if p)
+
+from kvsim._core import (  # noqa: E402
+    Diagnostic, Event, Job, World, alloc, current_world, free, now_ps, read, sleep,
+    spawn, write)
+
+from kvsim import _core  # noqa: E402
+
+atexit.register(_core._shutdown)
+
+__all__ = ["Diagnostic", "Event", "Job", "World", "alloc", "current_world", "device_ip",
+           "diagnostics", "free", "now", "now_ps", "read", "read_array", "sleep", "spawn",
+           "write"]
+
+
+def now():
+    """Simulated time of the current world, in seconds."""
+    return now_ps() * 1e-12
+
+
+def device_ip(device):
+    """The IPv4 address the preset gives a device ("10.0.0.1" for device 0 on atlas-a2)."""
+    return current_world().device_ip(device)
+
+
+def diagnostics():
+    """Every diagnostic recorded in the current world, in order of detection."""
+    return current_world().diagnostics
+
+
+def read_array(addr, dtype, shape):
+    """Read a numpy array of dtype and shape at a simulated address (needs numpy)."""
+    import numpy as np
+    dt = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer(read(addr, count * dt.itemsize), dtype=dt).reshape(shape).copy()

@@ -1,0 +1,1154 @@
+// kvsim._core: llm_datadist's Python API (spec §2–§6) over impl/, on the simulated world, plus
+// kvsim's world, job, event and memory helpers. The packages llm_datadist and kvsim re-export it.
+#include <pybind11/eval.h>
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "impl/cache_manager.h"
+#include "impl/kv_cache_manager.h"
+#include "impl/llm_datadist.h"
+#include "impl/status.h"
+#include "impl/types.h"
+#include "model/errors.h"
+#include "python/src/py_world.h"
+#include "sim/scenario.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace kvsim::python {
+
+// Python enum classes made at import (llm_datadist's enums are enum.Enum / enum.IntEnum).
+template <class E>
+py::object& enum_class() {
+  static auto* cls = new py::object();  // leaked: must not be released after interpreter exit
+  return *cls;
+}
+
+}  // namespace kvsim::python
+
+namespace pybind11::detail {
+
+template <class E>
+struct py_enum_caster {
+  bool load(handle src, bool) {
+    if (!isinstance(src, kvsim::python::enum_class<E>())) return false;
+    value = static_cast<E>(src.attr("value").cast<std::int64_t>());
+    return true;
+  }
+  static handle cast(E v, return_value_policy, handle) {
+    return kvsim::python::enum_class<E>()(static_cast<std::int64_t>(v)).release();
+  }
+  E value{};
+  using Base = E;
+  template <typename T>
+  using cast_op_type = movable_cast_op_type<T>;
+  operator E&() { return value; }
+  operator E&&() && { return std::move(value); }
+  operator E*() { return &value; }
+};
+
+#define KVSIM_ENUM_CASTER(E, NAME)                 \
+  template <>                                      \
+  struct type_caster<E> : py_enum_caster<E> {      \
+    static constexpr auto name = const_name(NAME); \
+  };
+
+KVSIM_ENUM_CASTER(kvsim::impl::LLMRole, "LLMRole")
+KVSIM_ENUM_CASTER(kvsim::impl::Placement, "Placement")
+KVSIM_ENUM_CASTER(kvsim::impl::DataType, "DataType")
+KVSIM_ENUM_CASTER(kvsim::impl::Memtype, "Memtype")
+KVSIM_ENUM_CASTER(kvsim::impl::RegisterMemStatus, "RegisterMemStatus")
+
+// LLMStatusCode: the C++-only codes 20–23 are not in Python's enum and read as LLM_FAILED (§6).
+template <>
+struct type_caster<kvsim::impl::LLMStatusCode> : py_enum_caster<kvsim::impl::LLMStatusCode> {
+  static constexpr auto name = const_name("LLMStatusCode");
+  static handle cast(kvsim::impl::LLMStatusCode v, return_value_policy p, handle h) {
+    if (!kvsim::impl::in_python_enum(v)) v = kvsim::impl::LLMStatusCode::LLM_FAILED;
+    return py_enum_caster<kvsim::impl::LLMStatusCode>::cast(v, p, h);
+  }
+};
+
+// A Python range (layer ranges).
+template <>
+struct type_caster<kvsim::impl::LayerRange> {
+  PYBIND11_TYPE_CASTER(kvsim::impl::LayerRange, const_name("range"));
+  bool load(handle src, bool) {
+    if (!PyObject_TypeCheck(src.ptr(), &PyRange_Type)) return false;
+    value.start = src.attr("start").cast<std::int64_t>();
+    value.stop = src.attr("stop").cast<std::int64_t>();
+    value.step = src.attr("step").cast<std::int64_t>();
+    return true;
+  }
+  static handle cast(const kvsim::impl::LayerRange& r, return_value_policy, handle) {
+    return module_::import("builtins").attr("range")(r.start, r.stop, r.step).release();
+  }
+};
+
+}  // namespace pybind11::detail
+
+namespace kvsim::python {
+namespace {
+
+using impl::CacheView;
+using impl::LLMStatusCode;
+
+py::object& llm_exception_class() {
+  static auto* cls = new py::object();
+  return *cls;
+}
+py::object& layer_synchronizer_class() {
+  static auto* cls = new py::object();
+  return *cls;
+}
+
+// Python's check_uint64 on an arbitrary object: TypeError unless int, ValueError out of range.
+std::uint64_t to_u64(const char* name, py::handle h) {
+  if (!PyLong_Check(h.ptr())) throw impl::TypeError(name, "must be int");
+  const unsigned long long v = PyLong_AsUnsignedLongLong(h.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw impl::ValueError(name, "must be in [0, 2**64-1]");
+  }
+  return v;
+}
+
+// An int that impl range-checks itself (int64 here); TypeError unless int.
+std::int64_t to_i64(const char* name, py::handle h) {
+  if (!PyLong_Check(h.ptr())) throw impl::TypeError(name, "must be int");
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (overflow != 0) throw impl::ValueError(name, "is out of range");
+  return v;
+}
+
+// None or a list/tuple of int (TypeError), each uint64 (ValueError) (§3.1 item 2).
+std::optional<std::vector<std::int64_t>> to_index_list(const char* name, py::handle h) {
+  if (h.is_none()) return std::nullopt;
+  if (!PyList_Check(h.ptr()) && !PyTuple_Check(h.ptr())) {
+    throw impl::TypeError(name, "must be None or a list or tuple of int");
+  }
+  std::vector<std::int64_t> out;
+  for (py::handle item : h) {
+    const std::string at = std::string(name) + "[" + std::to_string(out.size()) + "]";
+    out.push_back(static_cast<std::int64_t>(to_u64(at.c_str(), item)));
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> to_addr_list(const char* name, py::handle h) {
+  if (!PyList_Check(h.ptr()) && !PyTuple_Check(h.ptr())) {
+    throw impl::TypeError(name, "must be a list or tuple of int");
+  }
+  std::vector<std::uint64_t> out;
+  for (py::handle item : h) {
+    const std::string at = std::string(name) + "[" + std::to_string(out.size()) + "]";
+    out.push_back(to_u64(at.c_str(), item));
+  }
+  return out;
+}
+
+std::optional<impl::LayerRange> to_range(const char* name, py::handle h) {
+  if (h.is_none()) return std::nullopt;
+  if (!PyObject_TypeCheck(h.ptr(), &PyRange_Type)) throw impl::TypeError(name, "must be a range");
+  return h.cast<impl::LayerRange>();
+}
+
+// Positional-or-keyword arguments with aliases ("cluster_id|prompt_cluster_id").
+std::vector<py::object> parse_args(const char* func, const py::args& args, const py::kwargs& kwargs,
+                                   const std::vector<std::string>& names, std::size_t required) {
+  if (args.size() > names.size()) {
+    throw impl::TypeError(func, "takes at most " + std::to_string(names.size()) + " arguments");
+  }
+  std::vector<py::object> out(names.size());
+  for (std::size_t i = 0; i < args.size(); ++i) out[i] = args[i];
+  for (auto [key, value] : kwargs) {
+    const std::string k = py::str(key);
+    bool found = false;
+    for (std::size_t i = 0; i < names.size() && !found; ++i) {
+      std::string alts = names[i] + "|";
+      for (std::size_t p = 0, q; (q = alts.find('|', p)) != std::string::npos; p = q + 1) {
+        if (alts.substr(p, q - p) == k) {
+          if (out[i]) throw impl::TypeError(func, "got multiple values for argument '" + k + "'");
+          out[i] = py::reinterpret_borrow<py::object>(value);
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) throw impl::TypeError(func, "got an unexpected keyword argument '" + k + "'");
+  }
+  for (std::size_t i = 0; i < required; ++i) {
+    if (!out[i]) throw impl::TypeError(func, "missing required argument '" + names[i] + "'");
+  }
+  return out;
+}
+
+void raise_llm_exception(LLMStatusCode code, const char* what) {
+  py::object status = py::cast(code);
+  py::object exc = llm_exception_class()(py::str(what), "status_code"_a = status);
+  PyErr_SetObject(llm_exception_class().ptr(), exc.ptr());
+}
+
+// A Python LayerSynchronizer seen by impl; calls run on the task's job (§3.2).
+class PySynchronizer final : public impl::LayerSynchronizer {
+ public:
+  explicit PySynchronizer(py::handle obj) : obj_(obj) {}
+  bool synchronize_layer(std::int64_t layer, std::optional<std::int64_t>) override {
+    PythonEntry entry;
+    PyObject* r = PyObject_CallMethod(obj_.get(), "synchronize_layer", "(LO)",
+                                      static_cast<long long>(layer), Py_None);
+    int truth = -1;
+    if (r != nullptr) {
+      truth = PyObject_IsTrue(r);
+      Py_DECREF(r);
+    }
+    if (truth < 0) {
+      throw std::runtime_error(
+          take_python_error("Exception in transfer_cache_async task, synchronize_layer(" +
+                            std::to_string(layer) + "):"));
+    }
+    return truth == 1;
+  }
+
+ private:
+  PyRef obj_;
+};
+
+// CacheManager.transfer_cache_async / KvCacheManager.transfer_cache_async argument handling:
+// converts, calls, then writes the configs' src_layer_range back to the caller's objects (§3.1
+// item 6 mutates them in place).
+template <class Call>
+impl::CacheTask transfer_async(py::handle layer_synchronizer, py::handle transfer_configs,
+                               py::handle src_block_indices, py::handle dst_block_indices,
+                               py::handle dst_block_memory_size, const Call& call) {
+  std::shared_ptr<impl::LayerSynchronizer> sync;
+  if (!layer_synchronizer.is_none() &&
+      py::isinstance(layer_synchronizer, layer_synchronizer_class())) {
+    sync = std::make_shared<PySynchronizer>(layer_synchronizer);
+  } else if (!layer_synchronizer.is_none()) {
+    throw impl::TypeError("layer_synchronizer", "must be a LayerSynchronizer");
+  }
+  impl::TransferBlockArgs blocks;
+  blocks.src_block_indices = to_index_list("src_block_indices", src_block_indices);
+  blocks.dst_block_indices = to_index_list("dst_block_indices", dst_block_indices);
+  if (!dst_block_memory_size.is_none()) {
+    blocks.dst_block_memory_size =
+        static_cast<std::int64_t>(to_u64("dst_block_memory_size", dst_block_memory_size));
+  }
+  if (!PyList_Check(transfer_configs.ptr()) && !PyTuple_Check(transfer_configs.ptr())) {
+    throw impl::TypeError("transfer_configs", "must be a list or tuple");
+  }
+  std::vector<impl::AnyTransferConfig> configs;
+  std::vector<py::handle> originals;
+  for (py::handle c : transfer_configs) {
+    if (py::isinstance<impl::TransferConfig>(c)) {
+      configs.emplace_back(c.cast<impl::TransferConfig>());
+    } else if (py::isinstance<impl::TransferWithCacheKeyConfig>(c)) {
+      configs.emplace_back(c.cast<impl::TransferWithCacheKeyConfig>());
+    } else {
+      throw impl::TypeError("transfer_configs[" + std::to_string(originals.size()) + "]",
+                            "must be a TransferConfig or TransferWithCacheKeyConfig");
+    }
+    originals.push_back(c);
+  }
+  const auto write_back = [&] {
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      if (auto* tc = std::get_if<impl::TransferConfig>(&configs[i])) {
+        originals[i].cast<impl::TransferConfig&>().set_src_layer_range(tc->src_layer_range());
+      } else {
+        auto& kc = std::get<impl::TransferWithCacheKeyConfig>(configs[i]);
+        originals[i].cast<impl::TransferWithCacheKeyConfig&>().set_src_layer_range(
+            kc.src_layer_range());
+      }
+    }
+  };
+  try {
+    impl::CacheTask task = call(sync, configs, blocks);
+    write_back();
+    return task;
+  } catch (...) {
+    write_back();
+    throw;
+  }
+}
+
+// A CacheTask with the world it runs in.
+struct TaskHandle {
+  std::shared_ptr<WorldBox> box;
+  impl::CacheTask task;
+};
+
+// The cache managers hold their LLMDataDist alive and reach the engine through it.
+struct CacheManagerHandle {
+  py::object owner;
+  DataDistHandle* dist;
+  impl::CacheManager& get() const { return dist->get().cache_manager(); }
+};
+struct KvCacheManagerHandle {
+  py::object owner;
+  DataDistHandle* dist;
+  impl::KvCacheManager& get() const { return dist->get().kv_cache_manager(); }
+};
+
+// A background Python function started by kvsim.spawn.
+struct JobState {
+  std::unique_ptr<impl::Signal> done;
+  std::unique_ptr<PyRef> exception;
+  std::string name;
+};
+struct JobHandle {
+  std::shared_ptr<WorldBox> box;
+  std::shared_ptr<JobState> state;
+};
+
+// A one-shot flag in simulated time (kvsim.Event).
+struct EventHandle {
+  std::shared_ptr<WorldBox> box;
+  std::unique_ptr<impl::Signal> signal;
+};
+
+impl::Time seconds_to_time(double seconds, const char* name) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) {
+    throw impl::ValueError(name, "must be a finite number of seconds >= 0");
+  }
+  return static_cast<impl::Time>(std::llround(seconds * 1e12));
+}
+
+impl::Time optional_timeout(const std::optional<double>& seconds) {
+  return seconds ? seconds_to_time(*seconds, "timeout") : impl::kForever;
+}
+
+sim::SystemcPlatform& platform() {
+  return live(current_world()).platform();
+}
+
+template <class E>
+void make_enum(py::module_& m, const char* kind, const char* name, const std::vector<E>& values) {
+  std::vector<std::pair<std::string, std::int64_t>> members;
+  for (E v : values)
+    members.emplace_back(std::string(impl::to_string(v)), static_cast<std::int64_t>(v));
+  py::object cls =
+      py::module_::import("enum").attr(kind)(name, py::cast(members), "module"_a = "llm_datadist");
+  enum_class<E>() = cls;
+  m.attr(name) = cls;
+}
+
+const char* kPythonClasses = R"(
+import abc
+
+class LLMException(RuntimeError):
+    """An llm_datadist error carrying an LLMStatusCode (spec 2.3)."""
+
+    def __init__(self, *args, status_code=None):
+        super().__init__(*args)
+        self._status_code = (LLMStatusCode.LLM_FAILED if status_code is None
+                             else status_code)
+
+    @property
+    def status_code(self):
+        return self._status_code
+
+
+class LayerSynchronizer(abc.ABC):
+    """Subclass and implement synchronize_layer (spec 2.2)."""
+
+    @abc.abstractmethod
+    def synchronize_layer(self, layer_index, timeout_in_millis):
+        """Wait until layer_index is computed; True starts its transfer."""
+        raise NotImplementedError
+
+
+LLMException.__module__ = 'llm_datadist'
+LayerSynchronizer.__module__ = 'llm_datadist'
+)";
+
+void bind_enums(py::module_& m) {
+  using namespace impl;
+  make_enum<LLMRole>(m, "IntEnum", "LLMRole", {LLMRole::PROMPT, LLMRole::DECODER, LLMRole::MIX});
+  make_enum<Placement>(m, "IntEnum", "Placement", {Placement::HOST, Placement::DEVICE});
+  make_enum<Memtype>(m, "Enum", "Memtype", {Memtype::MEM_TYPE_DEVICE, Memtype::MEM_TYPE_HOST});
+  make_enum<RegisterMemStatus>(
+      m, "Enum", "RegisterMemStatus",
+      {RegisterMemStatus::OK, RegisterMemStatus::PREPARING, RegisterMemStatus::FAILED});
+  make_enum<DataType>(
+      m, "Enum", "DataType",
+      {DataType::DT_FLOAT, DataType::DT_FLOAT16, DataType::DT_BF16, DataType::DT_INT8,
+       DataType::DT_INT16, DataType::DT_UINT16, DataType::DT_UINT8, DataType::DT_INT32,
+       DataType::DT_INT64, DataType::DT_UINT32, DataType::DT_UINT64, DataType::DT_BOOL,
+       DataType::DT_DOUBLE, DataType::DT_STRING});
+  std::vector<LLMStatusCode> codes;
+  for (LLMStatusCode c : all_status_codes()) {
+    if (in_python_enum(c)) codes.push_back(c);
+  }
+  make_enum<LLMStatusCode>(m, "Enum", "LLMStatusCode", codes);
+
+  py::dict ns;
+  ns["__builtins__"] = py::module_::import("builtins");
+  ns["__name__"] = "llm_datadist";
+  ns["LLMStatusCode"] = m.attr("LLMStatusCode");
+  py::exec(kPythonClasses, ns);
+  llm_exception_class() = ns["LLMException"];
+  layer_synchronizer_class() = ns["LayerSynchronizer"];
+  m.attr("LLMException") = ns["LLMException"];
+  m.attr("LayerSynchronizer") = ns["LayerSynchronizer"];
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const impl::LLMException& e) {
+      raise_llm_exception(e.status_code(), e.what());
+    } catch (const impl::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const impl::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const impl::RuntimeError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const model::ModelError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::invalid_argument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::logic_error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+}
+
+std::string range_repr(const std::optional<impl::LayerRange>& r) {
+  return r ? impl::to_string(*r) : "None";
+}
+
+void bind_values(py::module_& m) {
+  using namespace impl;
+  py::class_<CacheDesc>(m, "CacheDesc")
+      .def(py::init([](py::object num_tensors, std::vector<std::int64_t> shape, DataType data_type,
+                       Placement placement, py::object batch_dim_index,
+                       py::object seq_len_dim_index, std::optional<std::string> fmt) {
+             return CacheDesc(to_i64("num_tensors", num_tensors), std::move(shape), data_type,
+                              placement, to_i64("batch_dim_index", batch_dim_index),
+                              to_i64("seq_len_dim_index", seq_len_dim_index), std::move(fmt));
+           }),
+           "num_tensors"_a, "shape"_a, "data_type"_a, "placement"_a = Placement::DEVICE,
+           "batch_dim_index"_a = 0, "seq_len_dim_index"_a = -1, "kv_tensor_format"_a = py::none())
+      .def_property_readonly("num_tensors", &CacheDesc::num_tensors)
+      .def_property_readonly("shape", &CacheDesc::shape)
+      .def_property_readonly("data_type", &CacheDesc::data_type)
+      .def_property_readonly("placement", &CacheDesc::placement)
+      .def_property_readonly("batch_dim_index", &CacheDesc::batch_dim_index)
+      .def_property_readonly("seq_len_dim_index", &CacheDesc::seq_len_dim_index)
+      .def_property_readonly("kv_tensor_format", &CacheDesc::kv_tensor_format)
+      .def_property_readonly("size", &CacheDesc::size)
+      .def("__repr__", [](const CacheDesc& d) {
+        std::string s = "CacheDesc(num_tensors=" + std::to_string(d.num_tensors()) + ", shape=[";
+        for (std::size_t i = 0; i < d.shape().size(); ++i) {
+          s += (i ? ", " : "") + std::to_string(d.shape()[i]);
+        }
+        return s + "], data_type=DataType." + std::string(to_string(d.data_type())) +
+               ", placement=Placement." + std::string(to_string(d.placement())) + ")";
+      });
+
+  py::class_<CacheView>(m, "Cache")
+      .def_readonly("cache_id", &CacheView::cache_id)
+      .def_readonly("cache_desc", &CacheView::desc)
+      .def_readonly("tensor_addrs", &CacheView::tensor_addrs)
+      .def_readonly("is_blocks_cache", &CacheView::is_blocks_cache)
+      .def_static(
+          "create_cpu_cache",
+          [](const CacheDesc& desc, py::object addrs) {
+            auto a = to_addr_list("addrs", addrs);
+            validate_create_cpu_cache(desc, a);
+            return CacheView{-1, desc, std::move(a)};
+          },
+          "cache_desc"_a, "addrs"_a)
+      .def("__repr__", [](const CacheView& c) {
+        return "Cache(cache_id=" + std::to_string(c.cache_id) +
+               ", is_blocks_cache=" + (c.is_blocks_cache ? "True" : "False") + ")";
+      });
+
+  py::class_<KvCache>(m, "KvCache")
+      .def_property_readonly("cache_id", &KvCache::cache_id)
+      .def_property_readonly("cache_desc", &KvCache::cache_desc)
+      .def_property_readonly("per_device_tensor_addrs", &KvCache::per_device_tensor_addrs)
+      .def_property_readonly("is_blocks_cache", &KvCache::is_blocks_cache);
+
+  py::class_<CacheKey>(m, "CacheKey")
+      .def(py::init([](py::args args, py::kwargs kwargs) {
+        auto a = parse_args("CacheKey", args, kwargs,
+                            {"cluster_id|prompt_cluster_id", "req_id", "model_id", "prefix_id"}, 2);
+        CacheKey k;
+        k.cluster_id = to_u64("cluster_id", a[0]);
+        k.req_id = to_u64("req_id", a[1]);
+        if (a[2]) k.model_id = to_u64("model_id", a[2]);
+        if (a[3]) k.prefix_id = to_u64("prefix_id", a[3]);
+        return k;
+      }))
+      .def_readonly("cluster_id", &CacheKey::cluster_id)
+      .def_readonly("prompt_cluster_id", &CacheKey::cluster_id)
+      .def_readonly("req_id", &CacheKey::req_id)
+      .def_readonly("model_id", &CacheKey::model_id)
+      .def_readonly("prefix_id", &CacheKey::prefix_id);
+
+  py::class_<CacheKeyByIdAndIndex>(m, "CacheKeyByIdAndIndex")
+      .def(py::init([](py::object cluster_id, py::object cache_id, py::object batch_index) {
+             return CacheKeyByIdAndIndex(to_u64("cluster_id", cluster_id),
+                                         to_i64("cache_id", cache_id),
+                                         to_i64("batch_index", batch_index));
+           }),
+           "cluster_id"_a, "cache_id"_a, "batch_index"_a = 0)
+      .def_property_readonly("cluster_id", &CacheKeyByIdAndIndex::cluster_id)
+      .def_property_readonly("cache_id", &CacheKeyByIdAndIndex::cache_id)
+      .def_property_readonly("batch_index", &CacheKeyByIdAndIndex::batch_index);
+
+  py::class_<BlocksCacheKey>(m, "BlocksCacheKey")
+      .def(py::init([](py::args args, py::kwargs kwargs) {
+        auto a = parse_args("BlocksCacheKey", args, kwargs,
+                            {"cluster_id|prompt_cluster_id", "model_id"}, 1);
+        BlocksCacheKey k;
+        k.cluster_id = to_u64("cluster_id", a[0]);
+        if (a[1]) k.model_id = to_u64("model_id", a[1]);
+        return k;
+      }))
+      .def_readonly("cluster_id", &BlocksCacheKey::cluster_id)
+      .def_readonly("prompt_cluster_id", &BlocksCacheKey::cluster_id)
+      .def_readonly("model_id", &BlocksCacheKey::model_id);
+
+  py::class_<TransferConfig>(m, "TransferConfig")
+      .def(py::init([](py::object dst_cluster_id, py::object dst_addrs, py::object range,
+                       py::object src_batch_index) {
+             return TransferConfig(
+                 to_u64("dst_cluster_id", dst_cluster_id), to_addr_list("dst_addrs", dst_addrs),
+                 to_range("src_layer_range", range), to_i64("src_batch_index", src_batch_index));
+           }),
+           "dst_cluster_id"_a, "dst_addrs"_a, "src_layer_range"_a = py::none(),
+           "src_batch_index"_a = 0)
+      .def_property("dst_cluster_id", &TransferConfig::dst_cluster_id,
+                    [](TransferConfig& c, py::object v) {
+                      c.set_dst_cluster_id(to_u64("dst_cluster_id", v));
+                    })
+      .def_property(
+          "dst_addrs", &TransferConfig::dst_addrs,
+          [](TransferConfig& c, py::object v) { c.set_dst_addrs(to_addr_list("dst_addrs", v)); })
+      .def_property("src_layer_range", &TransferConfig::src_layer_range,
+                    [](TransferConfig& c, py::object v) {
+                      c.set_src_layer_range(to_range("src_layer_range", v));
+                    })
+      .def_property("src_batch_index", &TransferConfig::src_batch_index,
+                    [](TransferConfig& c, py::object v) {
+                      c.set_src_batch_index(to_i64("src_batch_index", v));
+                    })
+      .def_property("dst_layer_range", &TransferConfig::dst_layer_range,
+                    &TransferConfig::set_dst_layer_range)
+      .def("__repr__", [](const TransferConfig& c) {
+        return "TransferConfig(dst_cluster_id=" + std::to_string(c.dst_cluster_id()) +
+               ", src_layer_range=" + range_repr(c.src_layer_range()) +
+               ", src_batch_index=" + std::to_string(c.src_batch_index()) + ")";
+      });
+
+  py::class_<TransferWithCacheKeyConfig>(m, "TransferWithCacheKeyConfig")
+      .def(py::init([](TransferCacheKey key, py::object src, py::object dst, py::object index) {
+             return TransferWithCacheKeyConfig(std::move(key), to_range("src_layer_range", src),
+                                               to_range("dst_layer_range", dst),
+                                               to_i64("src_batch_index", index));
+           }),
+           "cache_key"_a, "src_layer_range"_a, "dst_layer_range"_a, "src_batch_index"_a = 0)
+      .def_property("cache_key", &TransferWithCacheKeyConfig::cache_key,
+                    &TransferWithCacheKeyConfig::set_cache_key)
+      .def_property("src_layer_range", &TransferWithCacheKeyConfig::src_layer_range,
+                    [](TransferWithCacheKeyConfig& c, py::object v) {
+                      c.set_src_layer_range(to_range("src_layer_range", v));
+                    })
+      .def_property("dst_layer_range", &TransferWithCacheKeyConfig::dst_layer_range,
+                    [](TransferWithCacheKeyConfig& c, py::object v) {
+                      c.set_dst_layer_range(to_range("dst_layer_range", v));
+                    })
+      .def_property("src_batch_index", &TransferWithCacheKeyConfig::src_batch_index,
+                    [](TransferWithCacheKeyConfig& c, py::object v) {
+                      c.set_src_batch_index(to_i64("src_batch_index", v));
+                    })
+      .def_property_readonly("dst_cluster_id", &TransferWithCacheKeyConfig::dst_cluster_id);
+
+  py::class_<LLMClusterInfo>(m, "LLMClusterInfo")
+      .def(py::init<>())
+      .def_property("remote_cluster_id", &LLMClusterInfo::remote_cluster_id,
+                    [](LLMClusterInfo& c, py::object v) {
+                      c.set_remote_cluster_id(to_u64("remote_cluster_id", v));
+                    })
+      .def_property("remote_role_type", &LLMClusterInfo::remote_role_type,
+                    &LLMClusterInfo::set_remote_role_type)
+      .def(
+          "append_local_ip_info",
+          [](LLMClusterInfo& c, py::object ip, py::object port) {
+            const std::int64_t p = to_i64("port", port);
+            if (py::isinstance<py::str>(ip)) {
+              c.append_local_ip_info(ip.cast<std::string>(), p);
+            } else {
+              c.append_local_ip_info(static_cast<std::uint32_t>(to_u64("ip", ip)), p);
+            }
+          },
+          "ip"_a, "port"_a)
+      .def(
+          "append_remote_ip_info",
+          [](LLMClusterInfo& c, py::object ip, py::object port) {
+            const std::int64_t p = to_i64("port", port);
+            if (py::isinstance<py::str>(ip)) {
+              c.append_remote_ip_info(ip.cast<std::string>(), p);
+            } else {
+              c.append_remote_ip_info(static_cast<std::uint32_t>(to_u64("ip", ip)), p);
+            }
+          },
+          "ip"_a, "port"_a);
+
+  py::class_<LLMConfig>(m, "LLMConfig")
+      .def(py::init<>())
+      .def_property("device_id", &LLMConfig::device_id,
+                    [](LLMConfig& c, py::object v) { c.set_device_id(to_i64("device_id", v)); })
+      .def_property("sync_kv_timeout", &LLMConfig::sync_kv_timeout,
+                    [](LLMConfig& c, py::object v) {
+                      if (py::isinstance<py::str>(v)) {
+                        c.set_sync_kv_timeout(v.cast<std::string>());
+                      } else {
+                        c.set_sync_kv_timeout(to_i64("sync_kv_timeout", v));
+                      }
+                    })
+      .def_property("listen_ip_info", &LLMConfig::listen_ip_info, &LLMConfig::set_listen_ip_info)
+      .def_property("enable_cache_manager", &LLMConfig::enable_cache_manager,
+                    &LLMConfig::set_enable_cache_manager)
+      .def_property("enable_remote_cache_accessible", &LLMConfig::enable_remote_cache_accessible,
+                    &LLMConfig::set_enable_remote_cache_accessible)
+      .def_property("enable_switch_role", &LLMConfig::enable_switch_role,
+                    &LLMConfig::set_enable_switch_role)
+      .def_property("mem_pool_cfg", &LLMConfig::mem_pool_cfg, &LLMConfig::set_mem_pool_cfg)
+      .def_property("host_mem_pool_cfg", &LLMConfig::host_mem_pool_cfg,
+                    &LLMConfig::set_host_mem_pool_cfg)
+      .def_property("buf_pool_cfg", &LLMConfig::buf_pool_cfg, &LLMConfig::set_buf_pool_cfg)
+      .def_property(
+          "link_total_time", &LLMConfig::link_total_time,
+          [](LLMConfig& c, py::object v) { c.set_link_total_time(to_i64("link_total_time", v)); })
+      .def_property(
+          "link_retry_count", &LLMConfig::link_retry_count,
+          [](LLMConfig& c, py::object v) { c.set_link_retry_count(to_i64("link_retry_count", v)); })
+      .def_property("rdma_traffic_class", &LLMConfig::rdma_traffic_class,
+                    [](LLMConfig& c, py::object v) {
+                      c.set_rdma_traffic_class(to_i64("rdma_traffic_class", v));
+                    })
+      .def_property("rdma_service_level", &LLMConfig::rdma_service_level,
+                    [](LLMConfig& c, py::object v) {
+                      c.set_rdma_service_level(to_i64("rdma_service_level", v));
+                    })
+      .def_property("local_comm_res", &LLMConfig::local_comm_res, &LLMConfig::set_local_comm_res)
+      .def_property("transfer_backend", &LLMConfig::transfer_backend,
+                    &LLMConfig::set_transfer_backend)
+      .def_property("global_resource_config", &LLMConfig::global_resource_config,
+                    &LLMConfig::set_global_resource_config)
+      .def_property("mem_utilization", &LLMConfig::mem_utilization, &LLMConfig::set_mem_utilization)
+      .def_property("output_max_size", &LLMConfig::output_max_size, &LLMConfig::set_output_max_size)
+      .def_property("deploy_res_path", &LLMConfig::deploy_res_path, &LLMConfig::set_deploy_res_path)
+      .def_property("ge_options", &LLMConfig::ge_options, &LLMConfig::set_ge_options)
+      .def("generate_options", &LLMConfig::generate_options);
+}
+
+impl::LayerArgs layer_args(py::object src, py::object dst, py::object tpl) {
+  return impl::LayerArgs{to_range("src_layer_range", src), to_range("dst_layer_range", dst),
+                         to_i64("tensor_num_per_layer", tpl)};
+}
+
+void bind_engine(py::module_& m) {
+  using namespace impl;
+  py::class_<TaskHandle>(m, "CacheTask")
+      .def(
+          "synchronize",
+          [](TaskHandle& t, std::optional<std::int64_t> timeout_in_millis) {
+            live(t.box);
+            return t.task.synchronize(timeout_in_millis);
+          },
+          "timeout_in_millis"_a = py::none())
+      .def(
+          "get_results",
+          [](TaskHandle& t, std::optional<std::int64_t> timeout_in_millis) {
+            live(t.box);
+            return t.task.get_results(timeout_in_millis);
+          },
+          "timeout_in_millis"_a = py::none())
+      .def_property_readonly("task_id", [](const TaskHandle& t) { return t.task.id(); })
+      .def_property_readonly("done", [](const TaskHandle& t) { return t.task.done(); })
+      .def_property_readonly("diagnostics",
+                             [](const TaskHandle& t) { return t.task.diagnostics(); });
+
+  py::class_<CacheManagerHandle>(m, "CacheManager")
+      .def(
+          "register_cache",
+          [](CacheManagerHandle& h, const CacheDesc& desc, py::object addrs,
+             std::vector<CacheKey> keys, std::optional<bool> remote_accessible) {
+            return h.get().register_cache(desc, to_addr_list("addrs", addrs), keys,
+                                          remote_accessible);
+          },
+          "cache_desc"_a, "addrs"_a, "cache_keys"_a = py::tuple(),
+          "remote_accessible"_a = py::none())
+      .def(
+          "register_blocks_cache",
+          [](CacheManagerHandle& h, const CacheDesc& desc, py::object addrs,
+             std::optional<BlocksCacheKey> key, std::optional<bool> remote_accessible) {
+            return h.get().register_blocks_cache(desc, to_addr_list("addrs", addrs), key,
+                                                 remote_accessible);
+          },
+          "cache_desc"_a, "addrs"_a, "blocks_cache_key"_a = py::none(),
+          "remote_accessible"_a = py::none())
+      .def(
+          "unregister_cache",
+          [](CacheManagerHandle& h, std::int64_t id) { h.get().unregister_cache(id); },
+          "cache_id"_a)
+      .def(
+          "allocate_cache",
+          [](CacheManagerHandle& h, const CacheDesc& desc, std::vector<CacheKey> keys) {
+            return h.get().allocate_cache(desc, keys);
+          },
+          "cache_desc"_a, "cache_keys"_a = py::tuple())
+      .def(
+          "deallocate_cache",
+          [](CacheManagerHandle& h, const CacheView& c) { h.get().deallocate_cache(c); }, "cache"_a)
+      .def(
+          "allocate_blocks_cache",
+          [](CacheManagerHandle& h, const CacheDesc& desc, std::optional<BlocksCacheKey> key) {
+            return h.get().allocate_blocks_cache(desc, key);
+          },
+          "cache_desc"_a, "blocks_cache_key"_a = py::none())
+      .def(
+          "deallocate_blocks_cache",
+          [](CacheManagerHandle& h, const CacheView& c) { h.get().deallocate_blocks_cache(c); },
+          "cache"_a)
+      .def(
+          "remove_cache_key",
+          [](CacheManagerHandle& h, const CacheKey& k) { h.get().remove_cache_key(k); },
+          "cache_key"_a)
+      .def(
+          "pull_cache",
+          [](CacheManagerHandle& h, PullCacheKey key, const CacheView& cache,
+             std::int64_t batch_index, std::int64_t size, py::object src, py::object dst,
+             py::object tpl) {
+            h.get().pull_cache(key, cache, batch_index, size, layer_args(src, dst, tpl));
+          },
+          "cache_key"_a, "cache"_a, "batch_index"_a = 0, "size"_a = -1, py::kw_only(),
+          "src_layer_range"_a = py::none(), "dst_layer_range"_a = py::none(),
+          "tensor_num_per_layer"_a = kTensorsPerLayer)
+      .def(
+          "pull_blocks",
+          [](CacheManagerHandle& h, PullBlocksKey key, const CacheView& cache,
+             std::vector<std::int64_t> src_blocks, std::vector<std::int64_t> dst_blocks,
+             py::object src, py::object dst, py::object tpl) {
+            h.get().pull_blocks(key, cache, src_blocks, dst_blocks, layer_args(src, dst, tpl));
+          },
+          "src_cache_key"_a, "dst_cache"_a, "src_blocks"_a = py::tuple(),
+          "dst_blocks"_a = py::tuple(), py::kw_only(), "src_layer_range"_a = py::none(),
+          "dst_layer_range"_a = py::none(), "tensor_num_per_layer"_a = kTensorsPerLayer)
+      .def(
+          "push_cache",
+          [](CacheManagerHandle& h, const CacheKeyByIdAndIndex& key, const CacheView& cache,
+             std::int64_t src_batch_index, py::object src, py::object dst, std::int64_t size,
+             std::int64_t tpl) {
+            h.get().push_cache(key, cache, src_batch_index, to_range("src_layer_range", src),
+                               to_range("dst_layer_range", dst), size, tpl);
+          },
+          "dst_cache_key"_a, "src_cache"_a, "src_batch_index"_a = 0,
+          "src_layer_range"_a = py::none(), "dst_layer_range"_a = py::none(), "size"_a = -1,
+          "tensor_num_per_layer"_a = kTensorsPerLayer)
+      .def(
+          "push_blocks",
+          [](CacheManagerHandle& h, const BlocksCacheKey& key, const CacheView& cache,
+             std::vector<std::int64_t> src_blocks, std::vector<std::int64_t> dst_blocks,
+             py::object src, py::object dst, std::int64_t tpl) {
+            h.get().push_blocks(key, cache, src_blocks, dst_blocks,
+                                to_range("src_layer_range", src), to_range("dst_layer_range", dst),
+                                tpl);
+          },
+          "dst_cache_key"_a, "src_cache"_a, "src_blocks"_a = py::tuple(),
+          "dst_blocks"_a = py::tuple(), "src_layer_range"_a = py::none(),
+          "dst_layer_range"_a = py::none(), "tensor_num_per_layer"_a = kTensorsPerLayer)
+      .def(
+          "transfer_cache_async",
+          [](CacheManagerHandle& h, const CacheView& src_cache, py::object layer_synchronizer,
+             py::object transfer_configs, py::object src_block_indices,
+             py::object dst_block_indices, py::object dst_block_memory_size) {
+            CacheManager& cm = h.get();
+            impl::CacheTask task = transfer_async(
+                layer_synchronizer, transfer_configs, src_block_indices, dst_block_indices,
+                dst_block_memory_size,
+                [&](std::shared_ptr<impl::LayerSynchronizer> sync,
+                    std::vector<AnyTransferConfig>& configs, const TransferBlockArgs& blocks) {
+                  return cm.transfer_cache_async(src_cache, std::move(sync), configs, blocks);
+                });
+            return TaskHandle{h.dist->box(), task};
+          },
+          "src_cache"_a, "layer_synchronizer"_a, "transfer_configs"_a,
+          "src_block_indices"_a = py::none(), "dst_block_indices"_a = py::none(),
+          "dst_block_memory_size"_a = py::none())
+      .def(
+          "copy_cache",
+          [](CacheManagerHandle& h, const CacheView& dst, const CacheView& src,
+             std::int64_t dst_batch_index, std::int64_t src_batch_index, std::int64_t offset,
+             std::int64_t size, py::object) {
+            h.get().copy_cache(dst, src, dst_batch_index, src_batch_index, offset, size);
+          },
+          "dst"_a, "src"_a, "dst_batch_index"_a = 0, "src_batch_index"_a = 0, "offset"_a = 0,
+          "size"_a = -1, "req_id"_a = py::none())
+      .def(
+          "copy_blocks",
+          [](CacheManagerHandle& h, const CacheView& cache,
+             std::map<std::int64_t, std::vector<std::int64_t>> info) {
+            h.get().copy_blocks(cache, info);
+          },
+          "cache"_a, "copy_block_info"_a)
+      .def(
+          "swap_blocks",
+          [](CacheManagerHandle& h, const CacheView& src, const CacheView& dst,
+             std::map<std::int64_t, std::int64_t> src_to_dst) {
+            h.get().swap_blocks(src, dst, src_to_dst);
+          },
+          "src"_a, "dst"_a, "src_to_dst"_a);
+
+  py::class_<KvCacheManagerHandle>(m, "KvCacheManager")
+      .def(
+          "allocate_cache",
+          [](KvCacheManagerHandle& h, const CacheDesc& desc, std::vector<CacheKey> keys) {
+            return h.get().allocate_cache(desc, keys);
+          },
+          "cache_desc"_a, "cache_keys"_a = py::tuple())
+      .def(
+          "deallocate_cache",
+          [](KvCacheManagerHandle& h, const KvCache& c) { h.get().deallocate_cache(c); },
+          "kv_cache"_a)
+      .def(
+          "allocate_blocks_cache",
+          [](KvCacheManagerHandle& h, const CacheDesc& desc, std::optional<BlocksCacheKey> key) {
+            return h.get().allocate_blocks_cache(desc, key);
+          },
+          "cache_desc"_a, "blocks_cache_key"_a = py::none())
+      .def(
+          "deallocate_blocks_cache",
+          [](KvCacheManagerHandle& h, const KvCache& c) { h.get().deallocate_blocks_cache(c); },
+          "kv_cache"_a)
+      .def(
+          "remove_cache_key",
+          [](KvCacheManagerHandle& h, const CacheKey& k) { h.get().remove_cache_key(k); },
+          "cache_key"_a)
+      .def(
+          "pull_cache",
+          [](KvCacheManagerHandle& h, PullCacheKey key, const KvCache& cache,
+             std::int64_t batch_index, std::int64_t size, py::object src, py::object dst,
+             py::object tpl) {
+            h.get().pull_cache(key, cache, batch_index, size, layer_args(src, dst, tpl));
+          },
+          "cache_key"_a, "kv_cache"_a, "batch_index"_a = 0, "size"_a = -1, py::kw_only(),
+          "src_layer_range"_a = py::none(), "dst_layer_range"_a = py::none(),
+          "tensor_num_per_layer"_a = kTensorsPerLayer)
+      .def(
+          "pull_blocks",
+          [](KvCacheManagerHandle& h, PullBlocksKey key, const KvCache& cache,
+             std::vector<std::int64_t> src_blocks, std::vector<std::int64_t> dst_blocks,
+             py::object src, py::object dst, py::object tpl) {
+            h.get().pull_blocks(key, cache, src_blocks, dst_blocks, layer_args(src, dst, tpl));
+          },
+          "src_cache_key"_a, "kv_cache"_a, "src_blocks"_a = py::tuple(),
+          "dst_blocks"_a = py::tuple(), py::kw_only(), "src_layer_range"_a = py::none(),
+          "dst_layer_range"_a = py::none(), "tensor_num_per_layer"_a = kTensorsPerLayer)
+      .def(
+          "transfer_cache_async",
+          [](KvCacheManagerHandle& h, const KvCache& src_cache, py::object layer_synchronizer,
+             py::object transfer_configs, py::object src_block_indices,
+             py::object dst_block_indices, py::object dst_block_memory_size) {
+            KvCacheManager& km = h.get();
+            impl::CacheTask task = transfer_async(
+                layer_synchronizer, transfer_configs, src_block_indices, dst_block_indices,
+                dst_block_memory_size,
+                [&](std::shared_ptr<impl::LayerSynchronizer> sync,
+                    std::vector<AnyTransferConfig>& configs, const TransferBlockArgs& blocks) {
+                  return km.transfer_cache_async(src_cache, std::move(sync), configs, blocks);
+                });
+            return TaskHandle{h.dist->box(), task};
+          },
+          "src_cache"_a, "layer_synchronizer"_a, "transfer_configs"_a,
+          "src_block_indices"_a = py::none(), "dst_block_indices"_a = py::none(),
+          "dst_block_memory_size"_a = py::none())
+      .def(
+          "copy_cache",
+          [](KvCacheManagerHandle& h, const KvCache& dst, const KvCache& src,
+             std::int64_t dst_batch_index, std::int64_t src_batch_index, std::int64_t offset,
+             std::int64_t size) {
+            h.get().copy_cache(dst, src, dst_batch_index, src_batch_index, offset, size);
+          },
+          "dst"_a, "src"_a, "dst_batch_index"_a = 0, "src_batch_index"_a = 0, "offset"_a = 0,
+          "size"_a = -1)
+      .def(
+          "swap_blocks",
+          [](KvCacheManagerHandle& h, const KvCache& src, const KvCache& dst,
+             std::map<std::int64_t, std::int64_t> src_to_dst) {
+            h.get().swap_blocks(src, dst, src_to_dst);
+          },
+          "src"_a, "dst"_a, "src_to_dst"_a);
+
+  py::class_<DataDistHandle>(m, "LLMDataDist")
+      .def(py::init([](LLMRole role, py::object cluster_id) {
+             return std::make_unique<DataDistHandle>(role, to_u64("cluster_id", cluster_id));
+           }),
+           "role"_a, "cluster_id"_a)
+      .def(
+          "init",
+          [](DataDistHandle& d, const std::map<std::string, std::string>& options) {
+            d.get().init(options);
+          },
+          "options"_a)
+      .def("finalize", [](DataDistHandle& d) { d.get().finalize(); })
+      .def_property_readonly("cache_manager",
+                             [](py::object self) {
+                               auto& d = self.cast<DataDistHandle&>();
+                               d.get().cache_manager();  // RuntimeError / LLMException first
+                               return CacheManagerHandle{self, &d};
+                             })
+      .def_property_readonly("kv_cache_manager",
+                             [](py::object self) {
+                               auto& d = self.cast<DataDistHandle&>();
+                               d.get().kv_cache_manager();
+                               return KvCacheManagerHandle{self, &d};
+                             })
+      .def(
+          "link_clusters",
+          [](DataDistHandle& d, const std::vector<LLMClusterInfo>& clusters, std::int64_t timeout) {
+            return d.get().link_clusters(clusters, timeout);
+          },
+          "clusters"_a, "timeout"_a = 3000)
+      .def(
+          "unlink_clusters",
+          [](DataDistHandle& d, const std::vector<LLMClusterInfo>& clusters, std::int64_t timeout,
+             bool force) { return d.get().unlink_clusters(clusters, timeout, force); },
+          "clusters"_a, "timeout"_a = 3000, "force"_a = false)
+      .def(
+          "switch_role",
+          [](DataDistHandle& d, LLMRole role,
+             std::optional<std::map<std::string, std::string>> options) {
+            d.get().switch_role(role, options.value_or(std::map<std::string, std::string>{}));
+          },
+          "role"_a, "options"_a = py::none())
+      .def_property_readonly("cluster_id", [](DataDistHandle& d) { return d.get().cluster_id(); })
+      .def_property_readonly("role", [](DataDistHandle& d) { return d.get().role(); });
+}
+
+void bind_world(py::module_& m) {
+  py::class_<impl::Diagnostic>(m, "Diagnostic")
+      .def_property_readonly(
+          "kind", [](const impl::Diagnostic& d) { return std::string(to_string(d.kind)); })
+      .def_readonly("message", &impl::Diagnostic::message)
+      .def_readonly("time_ps", &impl::Diagnostic::time)
+      .def_readonly("cluster_id", &impl::Diagnostic::cluster_id)
+      .def_readonly("peer_cluster_id", &impl::Diagnostic::peer_cluster_id)
+      .def_readonly("task_id", &impl::Diagnostic::task_id)
+      .def("__repr__", [](const impl::Diagnostic& d) {
+        return "Diagnostic(" + std::string(to_string(d.kind)) + ", '" + d.message + "')";
+      });
+
+  py::class_<WorldBox, std::shared_ptr<WorldBox>>(m, "World")
+      .def(py::init([](std::optional<std::string> preset,
+                       std::optional<std::map<std::string, py::object>> overrides,
+                       std::optional<std::string> scenario) {
+             if (running_on_job()) {
+               throw impl::RuntimeError("kvsim.World", "cannot be made by a simulated job");
+             }
+             std::vector<model::Override> ov;
+             std::string name = preset.value_or("");
+             if (scenario) {
+               const sim::Scenario s = sim::load_scenario(*scenario);
+               if (name.empty()) name = s.preset;
+               ov = s.hardware_overrides;
+             }
+             if (name.empty()) {
+               const char* env = std::getenv("KVSIM_PRESET");
+               name = env != nullptr && *env != '\0' ? env : "atlas-a2";
+             }
+             for (const auto& [k, v] : overrides.value_or(std::map<std::string, py::object>{})) {
+               ov.emplace_back(k, py::str(v).cast<std::string>());
+             }
+             return make_world(name, ov, scenario.value_or(""));
+           }),
+           "preset"_a = py::none(), "overrides"_a = py::none(), py::kw_only(),
+           "scenario"_a = py::none())
+      .def_readonly("preset", &WorldBox::preset)
+      .def_property_readonly("scenario",
+                             [](const WorldBox& b) -> std::optional<std::string> {
+                               if (b.scenario.empty()) return std::nullopt;
+                               return b.scenario;
+                             })
+      .def_readonly("alive", &WorldBox::alive)
+      .def_property_readonly(
+          "device_count",
+          [](std::shared_ptr<WorldBox> b) { return live(b).platform().device_count(); })
+      .def(
+          "device_ip",
+          [](std::shared_ptr<WorldBox> b, int device) {
+            sim::World& w = live(b);
+            if (device < 0 || device >= w.platform().device_count()) {
+              throw impl::ValueError("device", "no device " + std::to_string(device));
+            }
+            return w.platform().device_ip(device);
+          },
+          "device"_a)
+      .def_property_readonly("now_ps",
+                             [](std::shared_ptr<WorldBox> b) { return live(b).platform().now(); })
+      .def_property_readonly(
+          "diagnostics",
+          [](std::shared_ptr<WorldBox> b) { return live(b).directory().diagnostics().entries(); })
+      .def_property_readonly(
+          "job_failures",
+          [](std::shared_ptr<WorldBox> b) { return live(b).platform().job_failures(); })
+      .def("run_until_idle", [](std::shared_ptr<WorldBox> b) {
+        sim::World& w = live(b);
+        if (w.platform().on_job()) {
+          throw impl::RuntimeError("run_until_idle", "must be called by the script");
+        }
+        w.platform().run_until_idle();
+      });
+
+  m.def("current_world", &current_world, "The current world (made from $KVSIM_PRESET if none).");
+  m.def("_shutdown", &shutdown_world);
+  m.def(
+      "now_ps", [] { return platform().now(); }, "Simulated time in picoseconds.");
+  m.def(
+      "sleep", [](double seconds) { platform().sleep(seconds_to_time(seconds, "seconds")); },
+      "seconds"_a, "Let simulated time pass (a job waits; the script runs the simulation).");
+  m.def(
+      "alloc",
+      [](int device, py::object nbytes, impl::Placement placement) {
+        sim::SystemcPlatform& p = platform();
+        if (device < 0 || device >= p.device_count()) {
+          throw impl::ValueError("device", "no device " + std::to_string(device));
+        }
+        const std::uint64_t n = to_u64("nbytes", nbytes);
+        if (n == 0) throw impl::ValueError("nbytes", "must be > 0");
+        const auto addr = p.allocate(device, placement, n, 2ull << 20);
+        if (!addr) {
+          throw impl::LLMException(
+              impl::LLMStatusCode::LLM_DEVICE_OUT_OF_MEMORY, "nbytes",
+              std::to_string(n) + " bytes do not fit device " + std::to_string(device));
+        }
+        return *addr;
+      },
+      "device"_a, "nbytes"_a, "placement"_a = impl::Placement::DEVICE,
+      "Allocate simulated memory (2 MiB aligned) on a device or its node's host.");
+  m.def(
+      "free", [](std::uint64_t addr) { return platform().free(addr); }, "addr"_a);
+  m.def(
+      "write",
+      [](std::uint64_t addr, py::buffer data) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+          throw py::error_already_set();
+        }
+        struct Release {
+          Py_buffer* v;
+          ~Release() { PyBuffer_Release(v); }
+        } release{&view};
+        if (view.len > 0) {
+          platform().write(addr, static_cast<const std::uint8_t*>(view.buf),
+                           static_cast<std::uint64_t>(view.len));
+        }
+      },
+      "addr"_a, "data"_a, "Write bytes (any C-contiguous buffer) at a simulated address.");
+  m.def(
+      "read",
+      [](std::uint64_t addr, std::uint64_t nbytes) {
+        std::string out(nbytes, '\0');
+        if (nbytes > 0) {
+          platform().read(addr, reinterpret_cast<std::uint8_t*>(out.data()), nbytes);
+        }
+        return py::bytes(out);
+      },
+      "addr"_a, "nbytes"_a, "Read bytes at a simulated address.");
+
+  py::class_<EventHandle, std::shared_ptr<EventHandle>>(m, "Event")
+      .def(py::init([] {
+        auto box = current_world();
+        return std::make_shared<EventHandle>(EventHandle{box, live(box).platform().make_signal()});
+      }))
+      .def("set",
+           [](EventHandle& e) {
+             live(e.box);
+             e.signal->set();
+           })
+      .def("record",
+           [](EventHandle& e) {
+             live(e.box);
+             e.signal->set();
+           })
+      .def("is_set", [](EventHandle& e) { return e.signal->is_set(); })
+      .def(
+          "wait",
+          [](EventHandle& e, std::optional<double> timeout) {
+            live(e.box);
+            return e.signal->wait_for(optional_timeout(timeout));
+          },
+          "timeout"_a = py::none());
+
+  py::class_<JobHandle>(m, "Job")
+      .def_property_readonly("done", [](const JobHandle& j) { return j.state->done->is_set(); })
+      .def_property_readonly("name", [](const JobHandle& j) { return j.state->name; })
+      .def_property_readonly("exception",
+                             [](const JobHandle& j) -> py::object {
+                               if (!j.state->exception) return py::none();
+                               return py::reinterpret_borrow<py::object>(j.state->exception->get());
+                             })
+      .def(
+          "join",
+          [](JobHandle& j, std::optional<double> timeout) {
+            live(j.box);
+            return j.state->done->wait_for(optional_timeout(timeout));
+          },
+          "timeout"_a = py::none());
+
+  m.def(
+      "spawn",
+      [](py::function fn, const std::string& name) {
+        auto box = current_world();
+        sim::SystemcPlatform& p = live(box).platform();
+        auto state = std::make_shared<JobState>();
+        state->done = p.make_signal();
+        state->name = name;
+        auto ref = std::make_shared<PyRef>(fn);
+        p.spawn("py_" + name, [state, ref] {
+          {
+            PythonEntry entry;
+            PyObject* r = PyObject_CallNoArgs(ref->get());
+            if (r == nullptr) {
+              py::object value;
+              take_python_error("Exception in kvsim job '" + state->name + "':", &value);
+              state->exception = std::make_unique<PyRef>(value);
+            } else {
+              Py_DECREF(r);
+            }
+          }
+          state->done->set();
+        });
+        return JobHandle{box, state};
+      },
+      "fn"_a, "name"_a = "job",
+      "Start fn() as a simulated job now; it may block in simulated time (kvsim.sleep, "
+      "Event.wait).");
+}
+
+}  // namespace
+}  // namespace kvsim::python
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "kvsim: llm_datadist on a simulated world";
+  kvsim::python::bind_enums(m);
+  kvsim::python::bind_values(m);
+  kvsim::python::bind_engine(m);
+  kvsim::python::bind_world(m);
+}
