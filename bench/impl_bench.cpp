@@ -21,8 +21,7 @@ using namespace kvsim;
 // One PA layer of 256 blocks (B2B, 2 tensors): random tables give 256 runs, consecutive 1.
 void BM_PlanPaLayer256(benchmark::State& state) {
   const bool consecutive = state.range(0) != 0;
-  impl::CacheView view;
-  view.desc = impl::CacheDesc(160, {1024, 128 * 128 * 2}, impl::DataType::DT_INT8);
+  impl::CacheView view{-1, impl::CacheDesc(160, {1024, 128 * 128 * 2}, impl::DataType::DT_INT8)};
   view.is_blocks_cache = true;
   for (int t = 0; t < 160; ++t)
     view.tensor_addrs.push_back((1ull << 40) + static_cast<std::uint64_t>(t) * (64ull << 20));
