@@ -14,7 +14,7 @@ enum class ErrorKind {
   kOverlap,          ///< Ranges that must not overlap do.
   kOutOfMemory,      ///< An allocation that does not fit.
   kUnknownPreset,    ///< A preset name with no file.
-  kFormat,     ///< A preset, scenario or model file that does not parse or validate.
+  kFormat,           ///< A preset, scenario or model file that does not parse or validate.
 };
 
 /// Human-readable name of an ErrorKind ("out of range", ...).
