@@ -663,6 +663,79 @@ impl::LayerArgs layer_args(py::object src, py::object dst, py::object tpl) {
                          to_i64("tensor_num_per_layer", tpl)};
 }
 
+// The methods v1 KvCacheManager and v2 CacheManager share (spec 1, 4): same signatures over
+// their own cache type. Keywords differ: `cache_arg` ("kv_cache" in v1, "cache" in v2) and
+// `pull_blocks_arg` ("kv_cache" in v1, "dst_cache" in v2).
+template <typename Handle, typename Cache>
+void bind_shared_cache_methods(py::class_<Handle>& cls, const char* cache_arg,
+                               const char* pull_blocks_arg) {
+  using namespace impl;
+  cls.def(
+         "allocate_cache",
+         [](Handle& h, const CacheDesc& desc, std::vector<CacheKey> keys) {
+           return h.get().allocate_cache(desc, keys);
+         },
+         "cache_desc"_a, "cache_keys"_a = py::tuple())
+      .def(
+          "deallocate_cache", [](Handle& h, const Cache& c) { h.get().deallocate_cache(c); },
+          py::arg(cache_arg))
+      .def(
+          "allocate_blocks_cache",
+          [](Handle& h, const CacheDesc& desc, std::optional<BlocksCacheKey> key) {
+            return h.get().allocate_blocks_cache(desc, key);
+          },
+          "cache_desc"_a, "blocks_cache_key"_a = py::none())
+      .def(
+          "deallocate_blocks_cache",
+          [](Handle& h, const Cache& c) { h.get().deallocate_blocks_cache(c); }, py::arg(cache_arg))
+      .def(
+          "remove_cache_key", [](Handle& h, const CacheKey& k) { h.get().remove_cache_key(k); },
+          "cache_key"_a)
+      .def(
+          "pull_cache",
+          [](Handle& h, PullCacheKey key, const Cache& cache, std::int64_t batch_index,
+             std::int64_t size, py::object src, py::object dst, py::object tpl) {
+            h.get().pull_cache(key, cache, batch_index, size, layer_args(src, dst, tpl));
+          },
+          "cache_key"_a, py::arg(cache_arg), "batch_index"_a = 0, "size"_a = -1, py::kw_only(),
+          "src_layer_range"_a = py::none(), "dst_layer_range"_a = py::none(),
+          "tensor_num_per_layer"_a = kTensorsPerLayer)
+      .def(
+          "pull_blocks",
+          [](Handle& h, PullBlocksKey key, const Cache& cache, std::vector<std::int64_t> src_blocks,
+             std::vector<std::int64_t> dst_blocks, py::object src, py::object dst, py::object tpl) {
+            h.get().pull_blocks(key, cache, src_blocks, dst_blocks, layer_args(src, dst, tpl));
+          },
+          "src_cache_key"_a, py::arg(pull_blocks_arg), "src_blocks"_a = py::tuple(),
+          "dst_blocks"_a = py::tuple(), py::kw_only(), "src_layer_range"_a = py::none(),
+          "dst_layer_range"_a = py::none(), "tensor_num_per_layer"_a = kTensorsPerLayer)
+      .def(
+          "transfer_cache_async",
+          [](Handle& h, const Cache& src_cache, py::object layer_synchronizer,
+             py::object transfer_configs, py::object src_block_indices,
+             py::object dst_block_indices, py::object dst_block_memory_size) {
+            auto& km = h.get();
+            impl::CacheTask task = transfer_async(
+                layer_synchronizer, transfer_configs, src_block_indices, dst_block_indices,
+                dst_block_memory_size,
+                [&](std::shared_ptr<impl::LayerSynchronizer> sync,
+                    std::vector<AnyTransferConfig>& configs, const TransferBlockArgs& blocks) {
+                  return km.transfer_cache_async(src_cache, std::move(sync), configs, blocks);
+                });
+            return TaskHandle{h.dist->box(), task};
+          },
+          "src_cache"_a, "layer_synchronizer"_a, "transfer_configs"_a,
+          "src_block_indices"_a = py::none(), "dst_block_indices"_a = py::none(),
+          "dst_block_memory_size"_a = py::none())
+      .def(
+          "swap_blocks",
+          [](Handle& h, const Cache& src, const Cache& dst,
+             std::map<std::int64_t, std::int64_t> src_to_dst) {
+            h.get().swap_blocks(src, dst, src_to_dst);
+          },
+          "src"_a, "dst"_a, "src_to_dst"_a);
+}
+
 void bind_engine(py::module_& m) {
   using namespace impl;
   py::class_<TaskHandle>(m, "CacheTask")
@@ -685,7 +758,9 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("diagnostics",
                              [](const TaskHandle& t) { return t.task.diagnostics(); });
 
-  py::class_<CacheManagerHandle>(m, "CacheManager")
+  py::class_<CacheManagerHandle> manager(m, "CacheManager");
+  bind_shared_cache_methods<CacheManagerHandle, CacheView>(manager, "cache", "dst_cache");
+  manager
       .def(
           "register_cache",
           [](CacheManagerHandle& h, const CacheDesc& desc, py::object addrs,
@@ -708,49 +783,6 @@ void bind_engine(py::module_& m) {
           "unregister_cache",
           [](CacheManagerHandle& h, std::int64_t id) { h.get().unregister_cache(id); },
           "cache_id"_a)
-      .def(
-          "allocate_cache",
-          [](CacheManagerHandle& h, const CacheDesc& desc, std::vector<CacheKey> keys) {
-            return h.get().allocate_cache(desc, keys);
-          },
-          "cache_desc"_a, "cache_keys"_a = py::tuple())
-      .def(
-          "deallocate_cache",
-          [](CacheManagerHandle& h, const CacheView& c) { h.get().deallocate_cache(c); }, "cache"_a)
-      .def(
-          "allocate_blocks_cache",
-          [](CacheManagerHandle& h, const CacheDesc& desc, std::optional<BlocksCacheKey> key) {
-            return h.get().allocate_blocks_cache(desc, key);
-          },
-          "cache_desc"_a, "blocks_cache_key"_a = py::none())
-      .def(
-          "deallocate_blocks_cache",
-          [](CacheManagerHandle& h, const CacheView& c) { h.get().deallocate_blocks_cache(c); },
-          "cache"_a)
-      .def(
-          "remove_cache_key",
-          [](CacheManagerHandle& h, const CacheKey& k) { h.get().remove_cache_key(k); },
-          "cache_key"_a)
-      .def(
-          "pull_cache",
-          [](CacheManagerHandle& h, PullCacheKey key, const CacheView& cache,
-             std::int64_t batch_index, std::int64_t size, py::object src, py::object dst,
-             py::object tpl) {
-            h.get().pull_cache(key, cache, batch_index, size, layer_args(src, dst, tpl));
-          },
-          "cache_key"_a, "cache"_a, "batch_index"_a = 0, "size"_a = -1, py::kw_only(),
-          "src_layer_range"_a = py::none(), "dst_layer_range"_a = py::none(),
-          "tensor_num_per_layer"_a = kTensorsPerLayer)
-      .def(
-          "pull_blocks",
-          [](CacheManagerHandle& h, PullBlocksKey key, const CacheView& cache,
-             std::vector<std::int64_t> src_blocks, std::vector<std::int64_t> dst_blocks,
-             py::object src, py::object dst, py::object tpl) {
-            h.get().pull_blocks(key, cache, src_blocks, dst_blocks, layer_args(src, dst, tpl));
-          },
-          "src_cache_key"_a, "dst_cache"_a, "src_blocks"_a = py::tuple(),
-          "dst_blocks"_a = py::tuple(), py::kw_only(), "src_layer_range"_a = py::none(),
-          "dst_layer_range"_a = py::none(), "tensor_num_per_layer"_a = kTensorsPerLayer)
       .def(
           "push_cache",
           [](CacheManagerHandle& h, const CacheKeyByIdAndIndex& key, const CacheView& cache,
@@ -775,24 +807,6 @@ void bind_engine(py::module_& m) {
           "dst_blocks"_a = py::tuple(), "src_layer_range"_a = py::none(),
           "dst_layer_range"_a = py::none(), "tensor_num_per_layer"_a = kTensorsPerLayer)
       .def(
-          "transfer_cache_async",
-          [](CacheManagerHandle& h, const CacheView& src_cache, py::object layer_synchronizer,
-             py::object transfer_configs, py::object src_block_indices,
-             py::object dst_block_indices, py::object dst_block_memory_size) {
-            CacheManager& cm = h.get();
-            impl::CacheTask task = transfer_async(
-                layer_synchronizer, transfer_configs, src_block_indices, dst_block_indices,
-                dst_block_memory_size,
-                [&](std::shared_ptr<impl::LayerSynchronizer> sync,
-                    std::vector<AnyTransferConfig>& configs, const TransferBlockArgs& blocks) {
-                  return cm.transfer_cache_async(src_cache, std::move(sync), configs, blocks);
-                });
-            return TaskHandle{h.dist->box(), task};
-          },
-          "src_cache"_a, "layer_synchronizer"_a, "transfer_configs"_a,
-          "src_block_indices"_a = py::none(), "dst_block_indices"_a = py::none(),
-          "dst_block_memory_size"_a = py::none())
-      .def(
           "copy_cache",
           [](CacheManagerHandle& h, const CacheView& dst, const CacheView& src,
              std::int64_t dst_batch_index, std::int64_t src_batch_index, std::int64_t offset,
@@ -807,94 +821,19 @@ void bind_engine(py::module_& m) {
              std::map<std::int64_t, std::vector<std::int64_t>> info) {
             h.get().copy_blocks(cache, info);
           },
-          "cache"_a, "copy_block_info"_a)
-      .def(
-          "swap_blocks",
-          [](CacheManagerHandle& h, const CacheView& src, const CacheView& dst,
-             std::map<std::int64_t, std::int64_t> src_to_dst) {
-            h.get().swap_blocks(src, dst, src_to_dst);
-          },
-          "src"_a, "dst"_a, "src_to_dst"_a);
+          "cache"_a, "copy_block_info"_a);
 
-  py::class_<KvCacheManagerHandle>(m, "KvCacheManager")
-      .def(
-          "allocate_cache",
-          [](KvCacheManagerHandle& h, const CacheDesc& desc, std::vector<CacheKey> keys) {
-            return h.get().allocate_cache(desc, keys);
-          },
-          "cache_desc"_a, "cache_keys"_a = py::tuple())
-      .def(
-          "deallocate_cache",
-          [](KvCacheManagerHandle& h, const KvCache& c) { h.get().deallocate_cache(c); },
-          "kv_cache"_a)
-      .def(
-          "allocate_blocks_cache",
-          [](KvCacheManagerHandle& h, const CacheDesc& desc, std::optional<BlocksCacheKey> key) {
-            return h.get().allocate_blocks_cache(desc, key);
-          },
-          "cache_desc"_a, "blocks_cache_key"_a = py::none())
-      .def(
-          "deallocate_blocks_cache",
-          [](KvCacheManagerHandle& h, const KvCache& c) { h.get().deallocate_blocks_cache(c); },
-          "kv_cache"_a)
-      .def(
-          "remove_cache_key",
-          [](KvCacheManagerHandle& h, const CacheKey& k) { h.get().remove_cache_key(k); },
-          "cache_key"_a)
-      .def(
-          "pull_cache",
-          [](KvCacheManagerHandle& h, PullCacheKey key, const KvCache& cache,
-             std::int64_t batch_index, std::int64_t size, py::object src, py::object dst,
-             py::object tpl) {
-            h.get().pull_cache(key, cache, batch_index, size, layer_args(src, dst, tpl));
-          },
-          "cache_key"_a, "kv_cache"_a, "batch_index"_a = 0, "size"_a = -1, py::kw_only(),
-          "src_layer_range"_a = py::none(), "dst_layer_range"_a = py::none(),
-          "tensor_num_per_layer"_a = kTensorsPerLayer)
-      .def(
-          "pull_blocks",
-          [](KvCacheManagerHandle& h, PullBlocksKey key, const KvCache& cache,
-             std::vector<std::int64_t> src_blocks, std::vector<std::int64_t> dst_blocks,
-             py::object src, py::object dst, py::object tpl) {
-            h.get().pull_blocks(key, cache, src_blocks, dst_blocks, layer_args(src, dst, tpl));
-          },
-          "src_cache_key"_a, "kv_cache"_a, "src_blocks"_a = py::tuple(),
-          "dst_blocks"_a = py::tuple(), py::kw_only(), "src_layer_range"_a = py::none(),
-          "dst_layer_range"_a = py::none(), "tensor_num_per_layer"_a = kTensorsPerLayer)
-      .def(
-          "transfer_cache_async",
-          [](KvCacheManagerHandle& h, const KvCache& src_cache, py::object layer_synchronizer,
-             py::object transfer_configs, py::object src_block_indices,
-             py::object dst_block_indices, py::object dst_block_memory_size) {
-            KvCacheManager& km = h.get();
-            impl::CacheTask task = transfer_async(
-                layer_synchronizer, transfer_configs, src_block_indices, dst_block_indices,
-                dst_block_memory_size,
-                [&](std::shared_ptr<impl::LayerSynchronizer> sync,
-                    std::vector<AnyTransferConfig>& configs, const TransferBlockArgs& blocks) {
-                  return km.transfer_cache_async(src_cache, std::move(sync), configs, blocks);
-                });
-            return TaskHandle{h.dist->box(), task};
-          },
-          "src_cache"_a, "layer_synchronizer"_a, "transfer_configs"_a,
-          "src_block_indices"_a = py::none(), "dst_block_indices"_a = py::none(),
-          "dst_block_memory_size"_a = py::none())
-      .def(
-          "copy_cache",
-          [](KvCacheManagerHandle& h, const KvCache& dst, const KvCache& src,
-             std::int64_t dst_batch_index, std::int64_t src_batch_index, std::int64_t offset,
-             std::int64_t size) {
-            h.get().copy_cache(dst, src, dst_batch_index, src_batch_index, offset, size);
-          },
-          "dst"_a, "src"_a, "dst_batch_index"_a = 0, "src_batch_index"_a = 0, "offset"_a = 0,
-          "size"_a = -1)
-      .def(
-          "swap_blocks",
-          [](KvCacheManagerHandle& h, const KvCache& src, const KvCache& dst,
-             std::map<std::int64_t, std::int64_t> src_to_dst) {
-            h.get().swap_blocks(src, dst, src_to_dst);
-          },
-          "src"_a, "dst"_a, "src_to_dst"_a);
+  py::class_<KvCacheManagerHandle> kv_manager(m, "KvCacheManager");
+  bind_shared_cache_methods<KvCacheManagerHandle, KvCache>(kv_manager, "kv_cache", "kv_cache");
+  kv_manager.def(
+      "copy_cache",
+      [](KvCacheManagerHandle& h, const KvCache& dst, const KvCache& src,
+         std::int64_t dst_batch_index, std::int64_t src_batch_index, std::int64_t offset,
+         std::int64_t size) {
+        h.get().copy_cache(dst, src, dst_batch_index, src_batch_index, offset, size);
+      },
+      "dst"_a, "src"_a, "dst_batch_index"_a = 0, "src_batch_index"_a = 0, "offset"_a = 0,
+      "size"_a = -1);
 
   py::class_<DataDistHandle>(m, "LLMDataDist")
       .def(py::init([](LLMRole role, py::object cluster_id) {
