@@ -303,8 +303,52 @@ void check_push_source(DataDistCore& core, const CacheView& src) {
   }
 }
 
+[[noreturn]] void push_failed(LLMStatusCode ret, const char* api, std::uint64_t src_layer) {
+  throw LLMException(
+      ret, api,
+      "failed at src layer " + str(src_layer) + ", error code is " + std::string(to_string(ret)));
+}
+
+// The remote-accessible geometry checks of every layer (§3.4), run before the first layer is
+// sent so that a push rejected at a later layer (a dst layer, row or block the remote cache
+// lacks) changes nothing ([I], as validate_push_cache does for the source layers). Missing
+// links and caches are left to transfer_layer, which reports them at the first layer.
+void check_push_layers_up_front(DataDistCore& core, const PushPlan& plan, const CacheView& src,
+                                const TransferCacheKey& key, const char* api) {
+  const std::shared_ptr<Link> link = core.find_link(cluster_id_of(key));
+  const CacheEntry* entry = core.caches().find(src.cache_id);
+  if (!link || link->register_status() != RegisterMemStatus::OK || entry == nullptr) return;
+  const std::optional<RemoteCacheInfo> remote =
+      find_remote_cache(remote_cache_table(core, *link), key);
+  if (!remote) return;
+  const CacheGeometry geometry = make_cache_geometry(entry->view);
+  for (const auto& [src_layer, dst_layer] : plan.layers) {
+    LayerTransfer layer;
+    layer.layer_index = src_layer;
+    layer.tensor_num_per_layer = plan.tensor_num_per_layer;
+    layer.src_batch_index = plan.src_batch_index;
+    layer.src_blocks = plan.src_blocks;
+    layer.dst_blocks = plan.dst_blocks;
+    RemoteLayerTarget target;
+    target.dst_layer_index = dst_layer;
+    if (const auto* by_id = std::get_if<CacheKeyByIdAndIndex>(&key)) {
+      target.dst_batch_index = by_id->batch_index();
+    }
+    target.tensor_num_per_layer = layer.tensor_num_per_layer;
+    target.dst_blocks = layer.dst_blocks;
+    target.dst_block_memory_size = layer.dst_block_memory_size;
+    try {
+      layer.dst_addrs = resolve_remote_dst_addrs(geometry, remote->geometry, target);
+      plan_layer_copy(geometry, layer);
+    } catch (const LLMException& e) {
+      push_failed(e.status_code(), api, src_layer);
+    }
+  }
+}
+
 void push_layers(DataDistCore& core, const PushPlan& plan, const CacheView& src,
                  const TransferCacheKey& key, const char* api) {
+  check_push_layers_up_front(core, plan, src, key, api);
   for (const auto& [src_layer, dst_layer] : plan.layers) {
     LayerCall call;
     call.src_cache_id = src.cache_id;
@@ -316,11 +360,7 @@ void push_layers(DataDistCore& core, const PushPlan& plan, const CacheView& src,
     call.transfer.dst_blocks = plan.dst_blocks;
     call.remote = RemoteKeyTarget{key, dst_layer};
     const LLMStatusCode ret = transfer_layer(core, call);
-    if (ret != LLMStatusCode::LLM_SUCCESS) {
-      throw LLMException(ret, api,
-                         "failed at src layer " + str(src_layer) + ", error code is " +
-                             std::string(to_string(ret)));
-    }
+    if (ret != LLMStatusCode::LLM_SUCCESS) push_failed(ret, api, src_layer);
   }
 }
 

@@ -26,9 +26,11 @@ void pull_cache(DataDistCore& core, const PullCacheArgs& args);
 /// ceil(row / block) of them.
 void pull_blocks(DataDistCore& core, const PullBlocksArgs& args);
 
-/// push_cache: validate_push_cache, a DEVICE source (§4), then transfer_layer per (src, dst)
-/// layer pair toward the remote cache named by the key; the first failing layer raises
-/// LLMException with its status (earlier layers have landed).
+/// push_cache: validate_push_cache, a DEVICE source (§4), then the remote-accessible geometry
+/// checks of every layer against the remote cache table (a dst layer, row or block the remote
+/// cache lacks: LLM_PARAM_INVALID before anything is sent, [I]), then transfer_layer per
+/// (src, dst) layer pair toward the remote cache named by the key; the first failing layer
+/// raises LLMException with its status (earlier layers have landed).
 void push_cache(DataDistCore& core, const PushCacheArgs& args);
 
 /// push_blocks: as push_cache, B2B toward the remote blocks cache of the BlocksCacheKey.
