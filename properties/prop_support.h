@@ -16,6 +16,7 @@
 
 #include "impl/directory.h"
 #include "impl/errors.h"
+#include "impl/forwarding_platform.h"
 #include "impl/llm_datadist.h"
 #include "impl/status.h"
 #include "sim/world.h"
@@ -45,47 +46,7 @@ struct Batch {
   bool ok = false;
 };
 
-/// Forwards every call to `inner`; decorators override what they change.
-class ForwardingPlatform : public impl::Platform {
- public:
-  explicit ForwardingPlatform(impl::Platform& inner) : inner_(inner) {}
-  std::optional<std::uint64_t> allocate(int device, impl::Placement placement, std::uint64_t size,
-                                        std::uint64_t alignment) override {
-    return inner_.allocate(device, placement, size, alignment);
-  }
-  bool free(std::uint64_t addr) override { return inner_.free(addr); }
-  std::optional<impl::MemoryLocation> locate(std::uint64_t addr, std::uint64_t len) const override {
-    return inner_.locate(addr, len);
-  }
-  void write(std::uint64_t addr, const std::uint8_t* data, std::uint64_t len) override {
-    inner_.write(addr, data, len);
-  }
-  void read(std::uint64_t addr, std::uint8_t* out, std::uint64_t len) const override {
-    inner_.read(addr, out, len);
-  }
-  void post(int device, int engine, std::vector<CopyDescriptor> descriptors,
-            std::function<void(const impl::CopyOutcome&)> done) override {
-    inner_.post(device, engine, std::move(descriptors), std::move(done));
-  }
-  int engines(int device) const override { return inner_.engines(device); }
-  Time now() const override { return inner_.now(); }
-  void sleep(Time duration) override { inner_.sleep(duration); }
-  std::unique_ptr<impl::Signal> make_signal() override { return inner_.make_signal(); }
-  std::unique_ptr<impl::Mutex> make_mutex(const std::string& name) override {
-    return inner_.make_mutex(name);
-  }
-  void spawn(const std::string& name, std::function<void()> job) override {
-    inner_.spawn(name, std::move(job));
-  }
-  bool on_job() const override { return inner_.on_job(); }
-  int device_count() const override { return inner_.device_count(); }
-  std::string device_ip(int device) const override { return inner_.device_ip(device); }
-  int device_by_ip(const std::string& ip) const override { return inner_.device_by_ip(ip); }
-  Time round_trip(int a, int b) const override { return inner_.round_trip(a, b); }
-
- protected:
-  impl::Platform& inner_;
-};
+using impl::ForwardingPlatform;
 
 /// Records every batch that reaches the hardware, with post and completion times.
 class Recorder final : public ForwardingPlatform {
