@@ -11,6 +11,7 @@
 #include "impl/copy_geometry.h"
 #include "impl/directory.h"
 #include "impl/llm_datadist.h"
+#include "sim/engine_setup.h"
 #include "sim/runner.h"
 #include "sim/world.h"
 
@@ -60,13 +61,9 @@ void BM_SeedExample(benchmark::State& state) {
     sim::World world("atlas-a2");
     impl::LLMDataDist prompt(world.platform(), world.directory(), impl::LLMRole::PROMPT, 1);
     impl::LLMDataDist decoder(world.platform(), world.directory(), impl::LLMRole::DECODER, 2);
-    prompt.init({{impl::kOptionDeviceId, "0"}});
-    decoder.init({{impl::kOptionDeviceId, "8"},
-                  {impl::kOptionListenIpInfo, world.platform().device_ip(8) + ":26000"}});
-    impl::LLMClusterInfo info;
-    info.set_remote_cluster_id(2);
-    info.append_remote_ip_info(world.platform().device_ip(8), 26000);
-    prompt.link_clusters({info});
+    prompt.init(sim::engine_options(world.platform(), 0, false));
+    decoder.init(sim::engine_options(world.platform(), 8, true));
+    prompt.link_clusters({sim::server_info(world.platform(), 2, 8)});
     const impl::CacheDesc desc(80, {1, 4096 * 128 * 2}, impl::DataType::DT_INT8);
     auto make = [&](impl::LLMDataDist& dist, int device) {
       std::vector<std::uint64_t> addrs;

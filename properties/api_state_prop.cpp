@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "properties/prop_support.h"
+#include "sim/engine_setup.h"
 
 namespace kvsim::properties {
 namespace {
@@ -417,7 +418,8 @@ struct SwitchRole : ApiCommand {
   void call(const Model&, Sut& s, Results&) const override {
     std::map<std::string, std::string> options;
     if (listen) {
-      options[impl::kOptionListenIpInfo] = s.h.platform().device_ip(device_of(process)) + ":26000";
+      options[impl::kOptionListenIpInfo] =
+          s.h.platform().device_ip(device_of(process)) + ":" + std::to_string(sim::kListenPort);
     }
     s.dists[static_cast<std::size_t>(process)]->switch_role(role, options);
   }

@@ -1,4 +1,5 @@
 #include "properties/prop_support.h"
+#include "sim/engine_setup.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -136,20 +137,15 @@ std::unique_ptr<impl::LLMDataDist> Harness::make_dist(impl::LLMRole role, std::u
                                                       int device, bool listen,
                                                       std::map<std::string, std::string> extra) {
   auto dist = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(), role, cluster);
-  std::map<std::string, std::string> options = {
-      {impl::kOptionDeviceId, std::to_string(device)},
-      {impl::kOptionSyncKvCacheWaitTime, std::to_string(kSyncTimeoutMs)}};
-  if (listen) options[impl::kOptionListenIpInfo] = platform().device_ip(device) + ":26000";
+  std::map<std::string, std::string> options = sim::engine_options(platform(), device, listen);
+  options[impl::kOptionSyncKvCacheWaitTime] = std::to_string(kSyncTimeoutMs);
   for (auto& [k, v] : extra) options[k] = v;
   dist->init(options);
   return dist;
 }
 
 impl::LLMClusterInfo Harness::cluster_info(std::uint64_t cluster, int device) const {
-  impl::LLMClusterInfo info;
-  info.set_remote_cluster_id(cluster);
-  info.append_remote_ip_info(recorder_.device_ip(device), 26000);
-  return info;
+  return sim::server_info(recorder_, cluster, device);
 }
 
 LLMStatusCode Harness::link(impl::LLMDataDist& client, std::uint64_t cluster, int device) {

@@ -101,7 +101,7 @@ class Harness {
   sim::SystemcPlatform& systemc() { return world_.platform(); }
 
   /// An initialized LLMDataDist on `device` with llm.SyncKvCacheWaitTime = kSyncTimeoutMs;
-  /// `listen` makes it a server on port 26000.
+  /// `listen` makes it a server on port sim::kListenPort.
   std::unique_ptr<impl::LLMDataDist> make_dist(impl::LLMRole role, std::uint64_t cluster,
                                                int device, bool listen,
                                                std::map<std::string, std::string> extra = {});

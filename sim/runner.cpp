@@ -9,6 +9,7 @@
 #include "impl/directory.h"
 #include "impl/llm_datadist.h"
 #include "sim/chrome_trace.h"
+#include "sim/engine_setup.h"
 #include "sim/world.h"
 
 namespace kvsim::sim {
@@ -19,7 +20,6 @@ using model::SimTime;
 
 constexpr std::uint64_t kPromptClusterBase = 100;
 constexpr std::uint64_t kDecodeClusterBase = 200;
-constexpr int kPort = 26000;
 constexpr std::uint64_t kAlign = 2ull << 20;  // HCCS needs 2 MiB-aligned device memory (spec 4)
 
 impl::DataType data_type(const std::string& dtype) {
@@ -74,11 +74,8 @@ class Run {
   impl::Platform& platform() { return world_.platform(); }
 
   std::map<std::string, std::string> options(int device, bool listen) {
-    std::map<std::string, std::string> o = {
-        {impl::kOptionDeviceId, std::to_string(device)},
-        {impl::kOptionKvsimApiVersion, std::to_string(s_.api_version)}};
-    if (listen)
-      o[impl::kOptionListenIpInfo] = platform().device_ip(device) + ":" + std::to_string(kPort);
+    std::map<std::string, std::string> o = engine_options(platform(), device, listen);
+    o[impl::kOptionKvsimApiVersion] = std::to_string(s_.api_version);
     if (s_.api_version == 1) {
       o[impl::kOptionMemPoolConfig] =
           "{\"memory_size\": " + std::to_string(pool_bytes_) + ", \"page_shift\": 21}";
@@ -142,10 +139,8 @@ class Run {
       k.decode->init(options(k.decode_device, layerwise));
       k.prompt_cache = make_cache(*k.prompt, k.prompt_device, pc, !layerwise);
       k.decode_cache = make_cache(*k.decode, k.decode_device, dc, false);
-      impl::LLMClusterInfo info;
-      const int server = layerwise ? k.decode_device : k.prompt_device;
-      info.set_remote_cluster_id(layerwise ? dc : pc);
-      info.append_remote_ip_info(world_.fabric().topology().device_ip(server), kPort);
+      const impl::LLMClusterInfo info = server_info(platform(), layerwise ? dc : pc,
+                                                    layerwise ? k.decode_device : k.prompt_device);
       impl::LLMDataDist& client = layerwise ? *k.prompt : *k.decode;
       const auto [code, codes] = client.link_clusters({info});
       if (code != LLMStatusCode::LLM_SUCCESS) {

@@ -1,4 +1,5 @@
 #include "sim/tests/impl_world_support.h"
+#include "sim/engine_setup.h"
 
 namespace kvsim::sim::testing {
 
@@ -20,18 +21,14 @@ std::unique_ptr<impl::LLMDataDist> ImplWorld::make_dist(impl::LLMRole role, std:
                                                         int device, bool listen,
                                                         std::map<std::string, std::string> extra) {
   auto dist = std::make_unique<impl::LLMDataDist>(platform_, world_.directory(), role, cluster);
-  std::map<std::string, std::string> options = {{impl::kOptionDeviceId, std::to_string(device)}};
-  if (listen) options[impl::kOptionListenIpInfo] = platform_.device_ip(device) + ":26000";
+  std::map<std::string, std::string> options = engine_options(platform_, device, listen);
   for (auto& [k, v] : extra) options[k] = v;
   dist->init(options);
   return dist;
 }
 
 impl::LLMClusterInfo ImplWorld::cluster_info(std::uint64_t cluster, int device) const {
-  impl::LLMClusterInfo info;
-  info.set_remote_cluster_id(cluster);
-  info.append_remote_ip_info(platform_.device_ip(device), 26000);
-  return info;
+  return server_info(platform_, cluster, device);
 }
 
 void ImplWorld::link(impl::LLMDataDist& client, std::uint64_t cluster, int device) {

@@ -96,13 +96,13 @@ struct TestCache {
 };
 
 /// The fixture: a world, a recording platform, and helpers for a P (cluster 1) / D (cluster 2)
-/// pair. D listens on its device address, port 26000; P links to it.
+/// pair. D listens on its device address, port sim::kListenPort; P links to it.
 class ImplWorld : public ::testing::Test {
  protected:
   ImplWorld() : world_("atlas-a2"), platform_(world_.platform()) {}
   void TearDown() override;
 
-  /// An initialized LLMDataDist on `device`; `listen` makes it a server on port 26000.
+  /// An initialized LLMDataDist on `device`; `listen` makes it a server on port sim::kListenPort.
   std::unique_ptr<impl::LLMDataDist> make_dist(impl::LLMRole role, std::uint64_t cluster,
                                                int device, bool listen,
                                                std::map<std::string, std::string> extra = {});
