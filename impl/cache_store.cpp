@@ -59,8 +59,8 @@ CacheView register_cache(DataDistCore& core, const RegisterRequest& request) {
   args.addrs = request.addrs;
   args.remote_accessible = request.remote_accessible;
   args.is_blocks_cache = request.is_blocks_cache;
-  const bool remote_accessible =
-      validate_register_cache(args, core.any_link(), core.caches().totals(), RegistrationLimits{});
+  const bool remote_accessible = validate_register_cache(
+      args, core.registers_as_linked(), core.caches().totals(), RegistrationLimits{});
   const CacheDesc& desc = *request.cache_desc;
   const std::uint64_t size = desc.size();
   for (std::size_t i = 0; i < request.addrs.size(); ++i) {
@@ -141,7 +141,8 @@ CacheView allocate_cache(DataDistCore& core, const CacheDesc& cache_desc, bool i
     }
     addrs.push_back(*addr);
   }
-  const bool remote_accessible = !core.any_link() && cache_desc.placement() == Placement::DEVICE;
+  const bool remote_accessible =
+      !core.registers_as_linked() && cache_desc.placement() == Placement::DEVICE;
   CacheEntry entry{CacheView{-1, cache_desc, addrs, is_blocks_cache, remote_accessible}};
   entry.row_keys = std::move(keys);
   entry.pool_addrs = std::move(addrs);

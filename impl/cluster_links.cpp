@@ -17,6 +17,8 @@ LLMStatusCode overall(const std::vector<LLMStatusCode>& codes) {
   return LLMStatusCode::LLM_SUCCESS;
 }
 
+}  // namespace
+
 std::shared_ptr<Link> make_link(DataDistCore& owner, const DataDistCore& peer) {
   return std::make_shared<Link>(
       peer.cluster_id(), peer.device(),
@@ -24,7 +26,6 @@ std::shared_ptr<Link> make_link(DataDistCore& owner, const DataDistCore& peer) {
                                   std::to_string(peer.cluster_id())));
 }
 
-// Takes down the peer's end of a link to `core`.
 void drop_peer_side(DataDistCore& core, std::uint64_t peer_cluster) {
   const std::shared_ptr<DataDistCore> peer = core.directory().find_cluster(peer_cluster);
   if (!peer) return;
@@ -33,8 +34,6 @@ void drop_peer_side(DataDistCore& core, std::uint64_t peer_cluster) {
   it->second->set_down();
   peer->links().erase(it);
 }
-
-}  // namespace
 
 LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& clusters,
                          std::int64_t timeout_ms) {

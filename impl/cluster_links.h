@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,12 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
 /// unless `force` tells the peer (one round trip), which drops its side too.
 LinkResult unlink_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& clusters,
                            bool force);
+
+/// A new end of a link from `owner` to `peer`, with its own mutex.
+std::shared_ptr<Link> make_link(DataDistCore& owner, const DataDistCore& peer);
+
+/// Takes down and forgets the peer's end of its link to `core`, if any.
+void drop_peer_side(DataDistCore& core, std::uint64_t peer_cluster);
 
 /// Removes every link of a finalizing process on both sides, each under its mutex.
 void drop_all_links(DataDistCore& core);

@@ -20,6 +20,7 @@
 namespace kvsim::impl {
 
 class Directory;
+struct CommDomain;
 
 /// kvsim option: "1" selects the v1 KvCacheManager, "2" (default) the v2 CacheManager (§1).
 inline constexpr const char* kOptionKvsimApiVersion = "kvsim.ApiVersion";
@@ -72,6 +73,19 @@ class DataDistCore {
   /// The live link to `cluster_id`, or nullptr.
   std::shared_ptr<Link> find_link(std::uint64_t cluster_id) const;
   bool any_link() const { return !links_.empty(); }
+  /// True once any link exists or link (the comm-domain API) has succeeded: registrations then
+  /// default to remote_accessible=False and refuse True (§4; the real Python's sticky
+  /// set_is_call_linked).
+  bool registers_as_linked() const { return any_link() || called_link_; }
+  void set_called_link() { called_link_ = true; }
+
+  /// This process's comm domains by comm id (§4 link).
+  std::map<std::uint64_t, std::shared_ptr<CommDomain>>& comm_domains() { return comm_domains_; }
+  const std::map<std::uint64_t, std::shared_ptr<CommDomain>>& comm_domains() const {
+    return comm_domains_;
+  }
+  /// A fresh comm id: 1, 2, ... per process, as the real library numbers them.
+  std::uint64_t next_comm_id() { return ++last_comm_id_; }
 
   /// The pool of a placement (llm.MemPoolConfig / llm.HostMemPoolConfig), or nullptr.
   MemoryPool* pool(Placement placement);
@@ -104,6 +118,9 @@ class DataDistCore {
   CacheRegistry caches_;
   std::unique_ptr<Mutex> transfer_mutex_;
   std::map<std::uint64_t, std::shared_ptr<Link>> links_;
+  bool called_link_ = false;
+  std::map<std::uint64_t, std::shared_ptr<CommDomain>> comm_domains_;
+  std::uint64_t last_comm_id_ = 0;
   std::optional<MemoryPool> device_pool_;
   std::optional<MemoryPool> host_pool_;
   std::uint64_t last_task_id_ = 0;

@@ -1,11 +1,13 @@
 // The world's registry of initialized LLMDataDist instances (one per simulated host process), by
 // cluster id and by listen address, so that link_clusters finds its server and pulls read the
-// peer's cache table; plus the world's diagnostic sink. One Directory per simulated world.
+// peer's cache table; the comm domains being set up; plus the world's diagnostic sink. One
+// Directory per simulated world.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "impl/diagnostics.h"
 #include "impl/types.h"
@@ -13,6 +15,7 @@
 namespace kvsim::impl {
 
 class DataDistCore;
+struct CommDomain;
 
 /// Who is in the world.
 class Directory {
@@ -33,10 +36,15 @@ class Directory {
   /// Every diagnostic recorded in this world, in order of detection.
   const DiagnosticLog& diagnostics() const { return diagnostics_; }
   DiagnosticLog& diagnostics() { return diagnostics_; }
+  /// Comm domains being set up, by comm_name: where link's members meet (§4).
+  std::map<std::string, std::shared_ptr<CommDomain>>& forming_comm_domains() {
+    return forming_comm_domains_;
+  }
 
  private:
   std::map<std::uint64_t, std::shared_ptr<DataDistCore>> by_cluster_;
   DiagnosticLog diagnostics_;
+  std::map<std::string, std::shared_ptr<CommDomain>> forming_comm_domains_;
 };
 
 }  // namespace kvsim::impl

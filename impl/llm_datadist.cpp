@@ -27,6 +27,7 @@ LLMDataDist::LLMDataDist(Platform& platform, Directory& directory, LLMRole role,
 
 LLMDataDist::~LLMDataDist() {
   if (!initialized()) return;
+  drop_all_comm_domains(*core_);
   for (const auto& [peer, link] : core_->links()) {
     link->set_down();
     if (const std::shared_ptr<DataDistCore> p = directory_.find_cluster(peer)) {
@@ -109,6 +110,7 @@ void LLMDataDist::finalize() {
               "finalize");
   }
   { LockGuard wait_for_layer(core.transfer_mutex()); }
+  drop_all_comm_domains(core);
   drop_all_links(core);
   core.set_finalized();
   directory_.remove(core);
@@ -145,6 +147,30 @@ LinkResult LLMDataDist::unlink_clusters(const std::vector<LLMClusterInfo>& clust
   return impl::unlink_clusters(core, clusters, force);
 }
 
+void LLMDataDist::check_comm_domain_api(const std::string& api) const {
+  const DataDistCore& core = live(api.c_str());
+  if (core.version() != ApiVersion::kV2) {
+    throw_param_invalid(api, "is not supported when llm.EnableCacheManager is not configured.");
+  }
+}
+
+std::uint64_t LLMDataDist::link(const std::string& comm_name,
+                                const ClusterRankInfo& cluster_rank_info,
+                                const std::string& rank_table) {
+  check_comm_domain_api("link");
+  return link_comm_domain(*core_, comm_name, cluster_rank_info, rank_table);
+}
+
+void LLMDataDist::unlink(std::uint64_t comm_id) {
+  check_comm_domain_api("unlink");
+  unlink_comm_domain(*core_, comm_id);
+}
+
+RegisterMemStatus LLMDataDist::query_register_mem_status(std::uint64_t comm_id) {
+  check_comm_domain_api("query_register_mem_status");
+  return query_comm_domain(*core_, comm_id);
+}
+
 void LLMDataDist::switch_role(LLMRole role, const std::map<std::string, std::string>& options) {
   DataDistCore& core = live("switch_role");
   if (!is_valid(role)) throw TypeError("role", "must be an LLMRole");
@@ -152,9 +178,11 @@ void LLMDataDist::switch_role(LLMRole role, const std::map<std::string, std::str
     throw LLMException(LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "switch_role",
                        "needs llm.EnableSwitchRole");
   }
-  if (core.any_link()) {
+  if (core.any_link() || !core.comm_domains().empty()) {
     throw LLMException(LLMStatusCode::LLM_EXIST_LINK, "switch_role",
-                       std::to_string(core.links().size()) + " link(s) remain; unlink first");
+                       std::to_string(core.links().size()) + " link(s) and " +
+                           std::to_string(core.comm_domains().size()) +
+                           " comm domain(s) remain; unlink first");
   }
   std::optional<IpInfo> listen;
   if (role == LLMRole::PROMPT) {

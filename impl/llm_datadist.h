@@ -10,6 +10,7 @@
 
 #include "impl/cache_manager.h"
 #include "impl/cluster_links.h"
+#include "impl/comm_domain.h"
 #include "impl/data_dist_core.h"
 #include "impl/directory.h"
 #include "impl/kv_cache_manager.h"
@@ -52,9 +53,21 @@ class LLMDataDist {
   /// not bounded by `timeout`, as the library's lock is not.
   LinkResult unlink_clusters(const std::vector<LLMClusterInfo>& clusters,
                              std::int64_t timeout = 3000, bool force = false);
+  /// link(comm_name, cluster_rank_info, rank_table) -> comm_id (§4); see impl::link_comm_domain.
+  std::uint64_t link(const std::string& comm_name, const ClusterRankInfo& cluster_rank_info,
+                     const std::string& rank_table);
+  /// unlink(comm_id) (§4); see impl::unlink_comm_domain.
+  void unlink(std::uint64_t comm_id);
+  /// query_register_mem_status(comm_id) (§4); see impl::query_comm_domain.
+  RegisterMemStatus query_register_mem_status(std::uint64_t comm_id);
+  /// The checks link, unlink and query_register_mem_status make first: RuntimeError before init,
+  /// LLM_PARAM_INVALID "<api> is not supported when llm.EnableCacheManager is not configured."
+  /// under v1 (for bindings that check argument types after them, in the real Python's order).
+  void check_comm_domain_api(const std::string& api) const;
+
   /// switch_role(role, options={}) (§4): LLM_FEATURE_NOT_ENABLED without llm.EnableSwitchRole,
-  /// LLM_EXIST_LINK with links. To PROMPT, options may carry llm.listenIpInfo to listen on; to
-  /// DECODER, this process stops listening.
+  /// LLM_EXIST_LINK with links or comm domains ([I]: until unlink, even FAILED ones). To PROMPT,
+  /// options may carry llm.listenIpInfo to listen on; to DECODER, this process stops listening.
   void switch_role(LLMRole role, const std::map<std::string, std::string>& options = {});
 
   std::uint64_t cluster_id() const { return cluster_id_; }
