@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "impl/cache_manager.h"
+#include "impl/comm_domain.h"
 #include "impl/kv_cache_manager.h"
 #include "impl/llm_datadist.h"
 #include "impl/status.h"
@@ -191,6 +192,36 @@ std::vector<py::object> parse_args(const char* func, const py::args& args, const
   }
   for (std::size_t i = 0; i < required; ++i) {
     if (!out[i]) throw impl::TypeError(func, "missing required argument '" + names[i] + "'");
+  }
+  return out;
+}
+
+// A str argument (check_isinstance(name, value, str)): TypeError otherwise.
+std::string to_str(const char* name, py::handle h) {
+  if (!py::isinstance<py::str>(h)) throw impl::TypeError(name, "must be str");
+  return h.cast<std::string>();
+}
+
+// link's cluster_rank_info, checked in the real Python's order (§4, hixl llm_datadist.py): a
+// dict (TypeError), int keys and values (TypeError), at most 4 entries (LLMException), keys
+// uint64 and values uint32 (ValueError). The remaining rules are impl's.
+impl::ClusterRankInfo to_cluster_rank_info(py::handle h) {
+  if (!PyDict_Check(h.ptr())) throw impl::TypeError("cluster_rank_info", "must be dict");
+  const auto dict = py::reinterpret_borrow<py::dict>(h);
+  for (auto [key, value] : dict) {
+    if (!PyLong_Check(key.ptr()) || !PyLong_Check(value.ptr())) {
+      throw impl::TypeError("cluster_rank_info", "must be a dict of int to int");
+    }
+  }
+  if (dict.size() > impl::kMaxCommMembers) {
+    impl::throw_param_invalid("cluster_rank_info", "size can not be greater than 4");
+  }
+  impl::ClusterRankInfo out;
+  for (auto [key, value] : dict) {
+    const std::uint64_t cluster = to_u64("cluster_rank_info key", key);
+    const std::int64_t rank = to_i64("cluster_rank_info value", value);
+    impl::check_uint32("cluster_rank_info value", rank);
+    out.emplace_back(cluster, static_cast<std::uint32_t>(rank));
   }
   return out;
 }
@@ -870,6 +901,34 @@ void bind_engine(py::module_& m) {
           [](DataDistHandle& d, const std::vector<LLMClusterInfo>& clusters, std::int64_t timeout,
              bool force) { return d.get().unlink_clusters(clusters, timeout, force); },
           "clusters"_a, "timeout"_a = 3000, "force"_a = false)
+      .def(
+          "link",
+          [](DataDistHandle& d, py::object comm_name, py::object cluster_rank_info,
+             py::object rank_table) {
+            impl::LLMDataDist& dist = d.get();
+            dist.check_comm_domain_api("link");
+            const std::string name = to_str("comm_name", comm_name);
+            impl::check_comm_name(name);
+            const impl::ClusterRankInfo info = to_cluster_rank_info(cluster_rank_info);
+            return dist.link(name, info, to_str("rank_table", rank_table));
+          },
+          "comm_name"_a, "cluster_rank_info"_a, "rank_table"_a)
+      .def(
+          "unlink",
+          [](DataDistHandle& d, py::object comm_id) {
+            impl::LLMDataDist& dist = d.get();
+            dist.check_comm_domain_api("unlink");
+            dist.unlink(to_u64("comm_id", comm_id));
+          },
+          "comm_id"_a)
+      .def(
+          "query_register_mem_status",
+          [](DataDistHandle& d, py::object comm_id) {
+            impl::LLMDataDist& dist = d.get();
+            dist.check_comm_domain_api("query_register_mem_status");
+            return dist.query_register_mem_status(to_u64("comm_id", comm_id));
+          },
+          "comm_id"_a)
       .def(
           "switch_role",
           [](DataDistHandle& d, LLMRole role,
