@@ -146,7 +146,11 @@ void check_not_linked(const DataDistCore& core, const std::vector<CommMember>& m
 
 void check_comm_name(const std::string& comm_name) {
   if (comm_name.empty()) throw_param_invalid("comm_name", "can not be empty");
-  if (comm_name.size() >= kMaxCommNameLength) {
+  // Python's len(): characters, i.e. UTF-8 bytes that do not continue a character.
+  const auto length = std::count_if(comm_name.begin(), comm_name.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  });
+  if (static_cast<std::size_t>(length) >= kMaxCommNameLength) {
     throw_param_invalid("comm_name", "length should be smaller than 128");
   }
 }

@@ -29,7 +29,7 @@ inline constexpr std::size_t kMaxCommDomains = 512;
 /// Most domains of one process being set up at once (§4: ≤16 concurrent setups).
 inline constexpr std::size_t kMaxConcurrentCommSetups = 16;
 
-/// LLM_PARAM_INVALID unless comm_name is non-empty and shorter than 128 characters (§4).
+/// LLM_PARAM_INVALID unless comm_name (UTF-8) is non-empty and shorter than 128 characters (§4).
 void check_comm_name(const std::string& comm_name);
 /// LLM_PARAM_INVALID unless 1 < members ≤ 4, ranks ascend in the given order and no cluster id
 /// repeats (the real Python's checks, in its order).
@@ -52,7 +52,8 @@ struct CommDomain {
   /// The members that have called link, by cluster id.
   std::map<std::uint64_t, std::weak_ptr<DataDistCore>> arrived;
   RegisterMemStatus status = RegisterMemStatus::PREPARING;
-  /// Why the domain is FAILED (empty otherwise).
+  /// Why the domain is FAILED, for tests and debugging (empty otherwise; the API gives only
+  /// the status).
   std::string failure;
   /// Set when every member has arrived, or when the domain fails first.
   std::unique_ptr<Signal> all_arrived;
@@ -62,8 +63,9 @@ struct CommDomain {
 /// the arguments (check_comm_name, check_cluster_rank_info, parse_rank_table), that every rank of
 /// cluster_rank_info is in the rank table with the device_ip of a device of this world, that this
 /// cluster is a member and its rank is this process's device, and that no other member is
-/// already linked to it (LLM_ALREADY_LINK). Limits: LLM_CLUSTER_NUM_EXCEED_LIMIT beyond 512
-/// domains, LLM_PROCESSING_LINK beyond 16 domains being set up ([I] codes). Returns the new
+/// already linked to it, by link_clusters or by a comm id of this process that is not FAILED
+/// (LLM_ALREADY_LINK; unlink the old comm id first). Limits: LLM_CLUSTER_NUM_EXCEED_LIMIT beyond
+/// 512 domains, LLM_PROCESSING_LINK beyond 16 domains being set up ([I] codes). Returns the new
 /// comm id (1, 2, ... per process) at once, without simulated time passing ([I], as the real
 /// link, whose memory registration runs in a background task): the domain is PREPARING until
 /// all members have called and two round trips (connect, exchange of registered memory) between

@@ -92,6 +92,8 @@ CASES = [
     ("comm_name not str", lambda p: p.link(1, PD, rank_table(0, 8)), TypeError, None),
     ("comm_name empty", lambda p: p.link("", PD, rank_table(0, 8)), LLMException, PARAM),
     ("comm_name of 128", lambda p: p.link("n" * 128, PD, rank_table(0, 8)), LLMException, PARAM),
+    ("comm_name of 128 non-ASCII", lambda p: p.link("é" * 128, PD, rank_table(0, 8)),
+     LLMException, PARAM),
     ("empty name before dict type", lambda p: p.link("", [1], 3), LLMException, PARAM),
     ("cluster_rank_info not dict", lambda p: p.link("pd", [(1, 0)], rank_table(0, 8)),
      TypeError, None),
@@ -162,3 +164,12 @@ def test_before_init_and_under_v1(world):
         assert "is not supported when llm.EnableCacheManager is not configured." in str(e.value)
         assert name in str(e.value)
     v1.finalize()
+
+
+def test_comm_name_length_counts_characters(dists):
+    p, d = dists
+    name = "é" * 127  # 254 UTF-8 bytes, 127 characters: accepted
+    assert p.link(name, PD, rank_table(0, 8)) == 1
+    assert d.link(name, PD, rank_table(0, 8)) == 1
+    kvsim.sleep(0.001)
+    assert d.query_register_mem_status(1) == RegisterMemStatus.OK

@@ -58,6 +58,11 @@ class CommDomains : public ImplWorld {
     return {p, d};
   }
 
+  /// Why a comm id of `dist` failed.
+  static std::string failure(const impl::LLMDataDist& dist, std::uint64_t comm_id) {
+    return dist.core()->comm_domains().at(comm_id)->failure;
+  }
+
   const ClusterRankInfo kPd{{1, 0}, {2, 1}};
   std::unique_ptr<impl::LLMDataDist> p_;
   std::unique_ptr<impl::LLMDataDist> d_;
@@ -161,6 +166,7 @@ TEST_F(CommDomains, AMemberThatNeverCallsFailsTheDomainAfterLinkTotalTime) {
   EXPECT_EQ(p_->query_register_mem_status(id), RegisterMemStatus::PREPARING);
   platform_.sleep(2 * kPs);
   EXPECT_EQ(p_->query_register_mem_status(id), RegisterMemStatus::FAILED);
+  EXPECT_EQ(failure(*p_, id), "1 of 2 members called link within llm.LinkTotalTime");
   EXPECT_FALSE(p_->core()->any_link());
   // Too late: D starts a new domain of that name, which waits for P in vain.
   const std::uint64_t d_id = d_->link("pd", kPd, table);
@@ -188,9 +194,24 @@ TEST_F(CommDomains, MembersThatDisagreeFailTheDomain) {
   const std::uint64_t d_id = d_->link("pd", kPd, rank_table({1, 8}));  // rank 0 elsewhere
   EXPECT_EQ(p_->query_register_mem_status(p_id), RegisterMemStatus::FAILED);
   EXPECT_EQ(d_->query_register_mem_status(d_id), RegisterMemStatus::FAILED);
+  EXPECT_EQ(failure(*p_, p_id),
+            "cluster 2 called link with another cluster_rank_info or rank table");
   platform_.sleep(kSecond);
   EXPECT_FALSE(p_->core()->any_link());
   EXPECT_FALSE(d_->core()->any_link());
+}
+
+TEST_F(CommDomains, PairsLinkedByLinkClustersMeanwhileFailTheDomain) {
+  p_ = make_dist(LLMRole::PROMPT, 1, 0, false);
+  d_ = make_dist(LLMRole::DECODER, 2, 8, true);
+  const std::string table = rank_table({0, 8});
+  const std::uint64_t p_id = p_->link("pd", kPd, table);
+  d_->link("pd", kPd, table);
+  link(*p_, 2, 8);  // done before the domain's job, due at the same time, runs
+  platform_.sleep(kPs);
+  EXPECT_EQ(p_->query_register_mem_status(p_id), RegisterMemStatus::FAILED);
+  EXPECT_EQ(failure(*p_, p_id), "clusters 1 and 2 were linked meanwhile");
+  EXPECT_TRUE(p_->core()->find_link(2));  // link_clusters' link stays
 }
 
 TEST_F(CommDomains, UnlinkOrFinalizeWhilePreparingFailsTheOthers) {
@@ -200,11 +221,13 @@ TEST_F(CommDomains, UnlinkOrFinalizeWhilePreparingFailsTheOthers) {
   const std::uint64_t p_id = p_->link("pd", kPd, table);
   d_->unlink(d_->link("pd", kPd, table));
   EXPECT_EQ(p_->query_register_mem_status(p_id), RegisterMemStatus::FAILED);
+  EXPECT_EQ(failure(*p_, p_id), "cluster 2 unlinked before the domain formed");
   const ClusterRankInfo p3{{1, 0}, {3, 1}};
   p_->link("p3", p3, rank_table({0, 9}));
   const std::uint64_t d3_id = d3->link("p3", p3, rank_table({0, 9}));
   p_->finalize();  // both called, but the domain has not formed yet
   EXPECT_EQ(d3->query_register_mem_status(d3_id), RegisterMemStatus::FAILED);
+  EXPECT_EQ(failure(*d3, d3_id), "cluster 1 finalized before the domain formed");
   platform_.sleep(kSecond);
   EXPECT_EQ(d3->query_register_mem_status(d3_id), RegisterMemStatus::FAILED);
   EXPECT_FALSE(d3->core()->any_link());
