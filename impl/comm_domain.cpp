@@ -90,8 +90,11 @@ void form(Directory& directory, CommDomain& domain) {
   }
   for (std::size_t i = 0; i < cores.size(); ++i) {
     for (std::size_t j = i + 1; j < cores.size(); ++j) {
-      cores[i]->links()[cores[j]->cluster_id()] = make_link(*cores[i], *cores[j]);
-      cores[j]->links()[cores[i]->cluster_id()] = make_link(*cores[j], *cores[i]);
+      for (const auto& [a, b] : {std::pair{cores[i], cores[j]}, std::pair{cores[j], cores[i]}}) {
+        std::shared_ptr<Link> link = make_link(*a, *b);
+        domain.links[{a->cluster_id(), b->cluster_id()}] = link;
+        a->links()[b->cluster_id()] = std::move(link);
+      }
     }
   }
   domain.status = RegisterMemStatus::OK;
@@ -249,7 +252,8 @@ void unlink_comm_domain(DataDistCore& core, std::uint64_t comm_id) {
   for (const CommMember& m : domain->members) {
     if (m.cluster_id == core.cluster_id()) continue;
     const std::shared_ptr<Link> link = core.find_link(m.cluster_id);
-    if (!link) continue;
+    const auto made = domain->links.find({core.cluster_id(), m.cluster_id});
+    if (!link || made == domain->links.end() || made->second.lock() != link) continue;
     LockGuard lock(link->mutex());
     if (!link->up()) continue;
     link->set_down();
@@ -258,7 +262,14 @@ void unlink_comm_domain(DataDistCore& core, std::uint64_t comm_id) {
     rtt = std::max(rtt, platform.round_trip(core.device(), link->peer_device()));
   }
   platform.sleep(rtt);
-  for (std::uint64_t peer : peers) drop_peer_side(core, peer);
+  for (std::uint64_t peer : peers) {
+    const auto made = domain->links.find({peer, core.cluster_id()});
+    const std::shared_ptr<DataDistCore> other = core.directory().find_cluster(peer);
+    if (other && made != domain->links.end() &&
+        made->second.lock() == other->find_link(core.cluster_id())) {
+      drop_peer_side(core, peer);
+    }
+  }
 }
 
 RegisterMemStatus query_comm_domain(const DataDistCore& core, std::uint64_t comm_id) {

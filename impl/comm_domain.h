@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "impl/data_dist_core.h"
+#include "impl/link.h"
 #include "impl/platform.h"
 #include "impl/types.h"
 
@@ -57,6 +58,9 @@ struct CommDomain {
   std::string failure;
   /// Set when every member has arrived, or when the domain fails first.
   std::unique_ptr<Signal> all_arrived;
+  /// The link ends the domain made, by (owner, peer) cluster: unlink takes down only these, not
+  /// a link made since by link_clusters.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::weak_ptr<Link>> links;
 };
 
 /// link(comm_name, cluster_rank_info, rank_table) (§4). Checks, before anything happens:

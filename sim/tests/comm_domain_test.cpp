@@ -214,6 +214,19 @@ TEST_F(CommDomains, PairsLinkedByLinkClustersMeanwhileFailTheDomain) {
   EXPECT_TRUE(p_->core()->find_link(2));  // link_clusters' link stays
 }
 
+TEST_F(CommDomains, UnlinkLeavesALinkMadeSinceByLinkClusters) {
+  p_ = make_dist(LLMRole::PROMPT, 1, 0, false);
+  d_ = make_dist(LLMRole::DECODER, 2, 8, true);
+  const auto [p_id, d_id] = link_pair();
+  p_->unlink_clusters({cluster_info(2, 8)});  // the domain's link, taken down on both sides
+  link(*p_, 2, 8);
+  const std::shared_ptr<impl::Link> own = p_->core()->find_link(2);
+  p_->unlink(p_id);
+  d_->unlink(d_id);
+  EXPECT_EQ(p_->core()->find_link(2), own);
+  EXPECT_TRUE(d_->core()->find_link(1));
+}
+
 TEST_F(CommDomains, UnlinkOrFinalizeWhilePreparingFailsTheOthers) {
   pair();
   auto d3 = make_dist(LLMRole::DECODER, 3, 9, false);
