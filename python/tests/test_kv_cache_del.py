@@ -2,6 +2,8 @@
 when Python drops it, as the real llm_datadist_v1 KvCache does; never raises."""
 import gc
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -169,3 +171,21 @@ def test_a_running_transfer_keeps_its_source_cache(world):
     assert filler.cache_id > 0
     p.finalize()
     d.finalize()
+
+
+def test_a_cache_alive_at_interpreter_exit_is_quiet():
+    script = (
+        "import kvsim\n"
+        "from llm_datadist import CacheDesc, DataType, LLMConfig, LLMDataDist, LLMRole\n"
+        "dist = LLMDataDist(LLMRole.PROMPT, 1)\n"
+        "cfg = LLMConfig()\n"
+        "cfg.device_id = 0\n"
+        "cfg.enable_cache_manager = False\n"
+        f"cfg.mem_pool_cfg = {POOL!r}\n"
+        "dist.init(cfg.generate_options())\n"
+        "kept = dist.kv_cache_manager.allocate_cache(CacheDesc(2, [1, 1024], DataType.DT_INT8))\n"
+        "print(kept.cache_id)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ))
+    assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
+    assert out.stderr == ""

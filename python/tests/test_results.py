@@ -2,7 +2,10 @@
 import csv
 import os
 import pathlib
+import signal
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -259,3 +262,26 @@ def test_the_scripts_world_is_left_alone(small, world):
     assert world.alive and kvsim.current_world() is world
     assert kvsim.now_ps() == before and kvsim.read(addr, 4) == b"kept"
     dist.finalize()
+
+
+def test_ctrl_c_stops_a_sweep_and_its_children():
+    script = (
+        "import os, subprocess, kvsim\n"
+        "def progress(done, total):\n"
+        "    if done == 0:\n"
+        "        print('started', flush=True)\n"
+        "try:\n"
+        "    kvsim.sweep('a2-llama70b-roce', set={'hardware.scale_out.bandwidth':\n"
+        "                ['50Gb/s', '100Gb/s', '200Gb/s', '400Gb/s']}, jobs=2, progress=progress)\n"
+        "    print('finished')\n"
+        "except KeyboardInterrupt:\n"
+        "    left = subprocess.run(['pgrep', '-P', str(os.getpid())], capture_output=True,\n"
+        "                          text=True).stdout.split()\n"
+        "    print('interrupted', len(left), flush=True)\n")
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ))
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert out.split() == ["interrupted", "0"], out
