@@ -205,18 +205,23 @@ def sweep(scenario, set, *, jobs=None, out_dir=None, report=True, progress=True)
             if done == total:
                 sys.stderr.write("\n")
             sys.stderr.flush()
-    outcomes = _core._run_points(source, points, jobs or os.cpu_count() or 1, False, points_cb,
-                                 None)
+    if jobs is None:
+        jobs = os.cpu_count() or 1
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ValueError(f"jobs must be an int >= 1, not {jobs!r}")
+    outcomes = _core._run_points(source, points, jobs, False, points_cb, None)
     errors = {i: p.error for i, p in enumerate(outcomes) if p.result is None}
     results = [None if p.result is None else Result(p.result, p.overrides) for p in outcomes]
-    if out_dir is not None:
-        _write_sweep(os.fspath(out_dir), outcomes, _core._sweep_csv(axes, outcomes),
-                     report and not errors)
     if errors:
+        if out_dir is not None:  # what the CLI writes, without plots of an incomplete sweep
+            _write_sweep(os.fspath(out_dir), outcomes, _core._sweep_csv(axes, outcomes), False)
         lines = "; ".join(f"point {i}: {e}" for i, e in errors.items())
         raise SweepError(f"{_origin(source)}: {len(errors)} of {len(outcomes)} points have no "
                          f"result: {lines}", results, errors)
-    return Sweep(results, axes, outcomes)
+    study = Sweep(results, axes, outcomes)
+    if out_dir is not None:
+        study.write(out_dir, report=report)
+    return study
 
 
 def _request_row(r):

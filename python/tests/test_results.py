@@ -255,12 +255,16 @@ def test_the_scripts_world_is_left_alone(small, world):
     dist = make_dist(LLMRole.PROMPT, 1, 0, False)
     addr = kvsim.alloc(0, 4096)
     kvsim.write(addr, b"kept")
+    gate, woke = kvsim.Event(), []
+    job = kvsim.spawn(lambda: woke.append(gate.wait()), "waiter")  # suspended in the world
     kvsim.sleep(0.001)
     before = kvsim.now_ps()
     r = kvsim.run(small)
     assert r.ok
     assert world.alive and kvsim.current_world() is world
     assert kvsim.now_ps() == before and kvsim.read(addr, 4) == b"kept"
+    gate.set()
+    assert job.join() and woke == [True]
     dist.finalize()
 
 
@@ -285,3 +289,21 @@ def test_ctrl_c_stops_a_sweep_and_its_children():
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=120)
     assert out.split() == ["interrupted", "0"], out
+
+
+def test_points_without_results_raise_and_keep_the_others(small):
+    too_big = 16_000_000  # prompt tokens whose KV cache does not fit the HBM
+    with pytest.raises(RuntimeError, match="does not fit"):
+        kvsim.run(small, set={"workload.prompt_tokens": too_big})
+    with pytest.raises(kvsim.SweepError) as e:
+        kvsim.sweep(small, set={"workload.prompt_tokens": [1024, too_big]}, progress=False)
+    assert list(e.value.errors) == [1] and "does not fit" in e.value.errors[1]
+    assert e.value.results[0].ok and e.value.results[1] is None
+    with pytest.raises(ValueError, match="jobs"):
+        kvsim.sweep(small, set={"workload.prompt_tokens": [1024]}, jobs=0)
+
+
+def test_not_from_a_simulated_job(small, world):
+    job = kvsim.spawn(lambda: kvsim.run(small), "runner")
+    assert job.join()
+    assert isinstance(job.exception, RuntimeError) and "simulated job" in str(job.exception)
