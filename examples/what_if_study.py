@@ -26,8 +26,8 @@ def main(out_dir):
     print(f"{'link':>9} {'exposed':>11} {'share of TTFT':>14} {'effective KV bw':>16}")
     for gbps, result in zip(BANDWIDTHS_GBPS, study):
         assert result.ok, result.summary
-        print(f"{gbps:>5} Gb/s {result.mean_exposed_us:>8.1f} us {result.exposed_share_pct:>12.2f} % "
-              f"{result.effective_gbps:>11.2f} GB/s")
+        print(f"{gbps:>5} Gb/s {result.mean_exposed_us:>8.1f} us "
+              f"{result.exposed_share_pct:>12.2f} % {result.effective_gbps:>11.2f} GB/s")
     exposed = [r.mean_exposed_us for r in study]
     assert exposed == sorted(exposed, reverse=True), "a faster link must not expose more transfer"
 

@@ -1,9 +1,10 @@
 """Scenario runs and sweeps from Python, with their results as Python objects.
 
 ``kvsim.run(scenario, set={...})`` and ``kvsim.sweep(scenario, set={key: [values]})`` do what
-``kvsim run`` and ``kvsim sweep`` do (sim/sweep.h): every point is simulated in its own forked
-child process with a fresh SystemC kernel, so the numbers are those of the command, bit for bit,
-and the script's own world (``kvsim.World``, its LLMDataDists, memory and time) is left as it is.
+``kvsim run`` and ``kvsim sweep`` do (sim/point_runs.h): every point is simulated in its own
+forked child process with a fresh SystemC kernel, so the numbers are those of the command, bit for
+bit, and the script's own world (``kvsim.World``, its LLMDataDists, memory and time) is left as
+it is.
 """
 import json
 import os
@@ -42,7 +43,8 @@ def library_dir():
 
 
 def reports_dir():
-    """Folder of kvsim_report.py: $KVSIM_REPORTS_DIR, else the source tree's reports/ (as the CLI)."""
+    """Folder of kvsim_report.py: $KVSIM_REPORTS_DIR, else the source tree's reports/ (as the
+    kvsim command)."""
     return os.environ.get("KVSIM_REPORTS_DIR") or os.path.join(_core._source_dir, "reports")
 
 

@@ -1,5 +1,6 @@
-// kvsim._core's study runner: scenario points simulated in forked child processes (sim/sweep.h)
-// and their results (sim::RunResult) as Python objects; the kvsim.results module builds on it.
+// kvsim._core's study runner: scenario points simulated in forked child processes
+// (sim/point_runs.h) and their results (sim::RunResult) as Python objects; the kvsim.results
+// module builds on it.
 #pragma once
 
 #include <pybind11/pybind11.h>
