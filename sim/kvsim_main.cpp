@@ -9,7 +9,6 @@
 #include <fstream>
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -163,10 +162,7 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
   for (const auto& s : sets) {
     std::pair<std::string, std::string> kv;
     if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=v1,v2,...");
-    kvsim::sim::SweepAxis axis{kv.first, {}};
-    std::stringstream ss(kv.second);
-    for (std::string v; std::getline(ss, v, ',');) axis.values.push_back(v);
-    axes.push_back(std::move(axis));
+    axes.push_back({kv.first, kvsim::sim::split_values(kv.second)});
   }
   kvsim::sim::ScenarioSource source;
   source.path = scenario_path;

@@ -11,6 +11,13 @@ double us(model::SimTime t) {
 
 }  // namespace
 
+std::vector<std::string> split_values(const std::string& list) {
+  std::vector<std::string> values;
+  std::stringstream ss(list);
+  for (std::string v; std::getline(ss, v, ',');) values.push_back(v);
+  return values;
+}
+
 std::vector<std::vector<ScenarioOverride>> cross_product(const std::vector<SweepAxis>& axes) {
   std::vector<std::vector<ScenarioOverride>> points(1);
   for (const SweepAxis& axis : axes) {

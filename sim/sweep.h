@@ -19,6 +19,8 @@ struct SweepAxis {
   std::vector<std::string> values;
 };
 
+/// The values of a `--set key=v1,v2,...` list: split at commas (a trailing comma adds nothing).
+std::vector<std::string> split_values(const std::string& list);
 /// The cross product of the axes, the first axis outermost (the order of `kvsim sweep`).
 std::vector<std::vector<ScenarioOverride>> cross_product(const std::vector<SweepAxis>& axes);
 

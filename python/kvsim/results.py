@@ -194,9 +194,7 @@ def sweep(scenario, set, *, jobs=None, out_dir=None, report=True, progress=True)
     """
     source = _source(scenario)
     axes = _sweep_axes(set)
-    points = [[]]
-    for key, values in axes:
-        points = [p + [(key, v)] for p in points for v in values]
+    points = _core._cross_product(axes)
     points_cb = None
     if progress:
         def points_cb(done, total):
@@ -296,19 +294,18 @@ def _run_overrides(set_):
 
 
 def _sweep_axes(set_):
-    if isinstance(set_, dict):
-        axes = []
-        for k, v in set_.items():
-            values = list(v) if isinstance(v, (list, tuple)) else [v]
-            if not values:
-                raise ValueError(f"set: '{k}' has no values")
-            axes.append((k, [_text(k, x) for x in values]))
-        return axes
-    if isinstance(set_, str):
-        set_ = [set_]
     if set_ is None:
         raise TypeError("sweep needs set={key: [values]}")
-    return [(k, v.split(",")) for k, v in (_split(item) for item in set_)]
+    if isinstance(set_, dict):
+        axes = [(k, [_text(k, x) for x in (v if isinstance(v, (list, tuple)) else [v])])
+                for k, v in set_.items()]
+    else:
+        items = [set_] if isinstance(set_, str) else set_
+        axes = [(k, _core._split_values(v)) for k, v in (_split(item) for item in items)]
+    for key, values in axes:
+        if not values:
+            raise ValueError(f"set: '{key}' has no values")
+    return axes
 
 
 def _render(out_dir):

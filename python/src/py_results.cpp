@@ -111,6 +111,15 @@ void bind_results(py::module_& m) {
         return sim::sweep_csv(a, points);
       },
       "axes"_a, "points"_a);
+  m.def(
+      "_cross_product",
+      [](const std::vector<std::pair<std::string, std::vector<std::string>>>& axes) {
+        std::vector<sim::SweepAxis> a;
+        for (const auto& [key, values] : axes) a.push_back({key, values});
+        return sim::cross_product(a);
+      },
+      "axes"_a);
+  m.def("_split_values", &sim::split_values, "list"_a);
   m.def("_progress_bar", &sim::progress_bar, "done"_a, "total"_a);
   m.attr("_source_dir") = KVSIM_SOURCE_DIR;
 }

@@ -7,7 +7,8 @@
 
 namespace kvsim::python {
 
-/// Adds RunResult, Point, _run_points, _sweep_csv, _progress_bar and _source_dir to the module.
+/// Adds RunResult, Point, _run_points, _cross_product, _split_values, _sweep_csv, _progress_bar
+/// and _source_dir to the module.
 void bind_results(pybind11::module_& m);
 
 }  // namespace kvsim::python

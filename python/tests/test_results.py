@@ -307,3 +307,14 @@ def test_not_from_a_simulated_job(small, world):
     job = kvsim.spawn(lambda: kvsim.run(small), "runner")
     assert job.join()
     assert isinstance(job.exception, RuntimeError) and "simulated job" in str(job.exception)
+
+
+def test_sweep_keys_as_cli_strings(small):
+    s = kvsim.sweep(small, set=[f"{BANDWIDTH}=100Gb/s,400Gb/s,", "cache.block_tokens=128"],
+                    progress=False)
+    assert [r.overrides for r in s] == [{BANDWIDTH: "100Gb/s", "cache.block_tokens": "128"},
+                                        {BANDWIDTH: "400Gb/s", "cache.block_tokens": "128"}]
+    with pytest.raises(ValueError, match="no values"):
+        kvsim.sweep(small, set={BANDWIDTH: []})
+    with pytest.raises(ValueError, match="key=value"):
+        kvsim.sweep(small, set=["=1"])
