@@ -1,7 +1,6 @@
 // The kvsim command: `demo` (representative transfers on a preset), `run` (one scenario), `sweep`
 // (a cross product of scenario values, in parallel processes), `report` (plots of a result folder).
 // Exit codes: 0 success; 1 a request failed or bytes differ; 2 bad usage or input.
-#include <sys/wait.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -9,10 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +20,7 @@
 #include "sim/results_writer.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
+#include "sim/sweep.h"
 
 namespace {
 
@@ -156,110 +153,37 @@ int run_one(const std::string& scenario_path, const std::vector<kvsim::sim::Scen
     std::printf("%s\nresults in %s/%s\n", kvsim::sim::summary_text(result).c_str(), out_dir.c_str(),
                 report ? " (report: index.html)" : "");
   }
-  for (const auto& r : result.requests) {
-    if (!r.ok || !r.verified) return 1;
-  }
-  return 0;
-}
-
-// The cross product of every --set key=v1,v2,... list, in the order given.
-std::vector<std::vector<kvsim::sim::ScenarioOverride>> cross_product(
-    const std::vector<std::pair<std::string, std::vector<std::string>>>& axes) {
-  std::vector<std::vector<kvsim::sim::ScenarioOverride>> points(1);
-  for (const auto& [key, values] : axes) {
-    std::vector<std::vector<kvsim::sim::ScenarioOverride>> next;
-    for (const auto& p : points) {
-      for (const auto& v : values) {
-        next.push_back(p);
-        next.back().emplace_back(key, v);
-      }
-    }
-    points = std::move(next);
-  }
-  return points;
+  return kvsim::sim::result_status(result);
 }
 
 int run_sweep(const std::string& scenario_path, const std::vector<std::string>& sets,
               const std::string& out_dir, int jobs, bool report) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  std::vector<kvsim::sim::SweepAxis> axes;
   for (const auto& s : sets) {
     std::pair<std::string, std::string> kv;
     if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=v1,v2,...");
-    std::vector<std::string> values;
-    std::stringstream ss(kv.second);
-    for (std::string v; std::getline(ss, v, ',');) values.push_back(v);
-    axes.emplace_back(kv.first, values);
+    axes.push_back({kv.first, kvsim::sim::split_values(kv.second)});
   }
-  const auto points = cross_product(axes);
-  // Parse every point first, so a bad value fails before anything runs.
-  for (const auto& p : points) kvsim::sim::load_scenario(scenario_path, p);
-  std::filesystem::create_directories(out_dir);
-  std::size_t next = 0, done = 0;
-  std::map<pid_t, std::size_t> running;
-  std::vector<int> status(points.size(), -1);
-  auto progress = [&] {
-    const int width = 30;
-    const int filled = static_cast<int>(width * done / points.size());
-    std::fprintf(stderr, "\r  [%s%s] %zu/%zu points",
-                 std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                 std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done,
-                 points.size());
+  kvsim::sim::ScenarioSource source;
+  source.path = scenario_path;
+  kvsim::sim::PointRunOptions options;
+  options.jobs = jobs;
+  options.progress = [](std::size_t done, std::size_t total) {
+    std::fprintf(stderr, "\r%s", kvsim::sim::progress_bar(done, total).c_str());
   };
-  progress();
-  while (done < points.size()) {
-    while (next < points.size() && static_cast<int>(running.size()) < jobs) {
-      const std::string dir = out_dir + "/point-" + std::to_string(next);
-      std::fflush(nullptr);
-      const pid_t pid = fork();
-      if (pid == 0) {
-        // A fresh process: its own SystemC kernel, so the point runs exactly as it would alone.
-        try {
-          _exit(run_one(scenario_path, points[next], dir, false, true, false));
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "\nkvsim: point %zu: %s\n", next, e.what());
-          _exit(2);
-        }
-      }
-      if (pid < 0) throw std::runtime_error("fork failed");
-      running[pid] = next++;
-    }
-    int st = 0;
-    const pid_t pid = wait(&st);
-    if (pid < 0) break;
-    status[running[pid]] = WIFEXITED(st) ? WEXITSTATUS(st) : 2;
-    running.erase(pid);
-    ++done;
-    progress();
-  }
+  const auto points = kvsim::sim::run_points(source, kvsim::sim::cross_product(axes), options);
   std::fprintf(stderr, "\n");
-  // One CSV row per point, from each point's result.json.
-  std::ofstream csv(out_dir + "/sweep.csv");
-  for (const auto& [key, values] : axes) csv << key << ',';
-  csv << "point,requests,mean_exposed_us,mean_ttft_us,exposed_share_pct,kv_bytes_per_request,"
-         "effective_gbps,line_rate_gbps,status\n";
+  std::filesystem::create_directories(out_dir);
   int worst = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    worst = std::max(worst, status[i]);
-    for (const auto& [key, value] : points[i]) csv << value << ',';
-    std::ifstream in(out_dir + "/point-" + std::to_string(i) + "/result.json");
-    if (!in) {
-      csv << i << ",0,,,,,,,failed\n";
-      continue;
+    worst = std::max(worst, points[i].exit_code);
+    if (points[i].result) {
+      kvsim::sim::write_results(*points[i].result, out_dir + "/point-" + std::to_string(i));
+    } else {
+      std::fprintf(stderr, "kvsim: point %zu: %s\n", i, points[i].error.c_str());
     }
-    const auto j = nlohmann::json::parse(in);
-    double exposed = 0, ttft = 0, bytes = 0, effective = 0;
-    for (const auto& r : j["requests"]) {
-      effective += r["effective_gbps"].get<double>();
-      exposed += r["exposed_us"].get<double>();
-      ttft += r["ttft_us"].get<double>();
-      bytes += r["bytes"].get<double>();
-    }
-    const double n = static_cast<double>(j["requests"].size());
-    csv << i << ',' << n << ',' << exposed / n << ',' << ttft / n << ','
-        << (ttft > 0 ? 100 * exposed / ttft : 0) << ',' << bytes / n << ',' << effective / n << ','
-        << j["line_rate_gbps"].get<double>() << ',' << (status[i] == 0 ? "ok" : "failed") << '\n';
   }
-  csv.close();
+  std::ofstream(out_dir + "/sweep.csv") << kvsim::sim::sweep_csv(axes, points);
   if (report) kvsim::sim::render_report(out_dir);
   std::printf("sweep of %zu points: %s/sweep.csv%s\n", points.size(), out_dir.c_str(),
               (report ? ", report " + out_dir + "/index.html" : std::string()).c_str());

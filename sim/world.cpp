@@ -32,4 +32,9 @@ World::~World() {
   --g_live_worlds;
 }
 
+void World::forget_inherited() {
+  model::fresh_kernel();
+  g_live_worlds = 0;
+}
+
 }  // namespace kvsim::sim

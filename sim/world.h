@@ -26,6 +26,11 @@ class World {
   World& operator=(const World&) = delete;
   ~World();
 
+  /// In a process forked while a World was alive: forgets that World (its memory stays, never
+  /// used again; destroying it would touch the parent's Python objects and jobs) so that this
+  /// process can build its own.
+  static void forget_inherited();
+
   model::Fabric& fabric() { return *fabric_; }
   SystemcPlatform& platform() { return *platform_; }
   impl::Directory& directory() { return *directory_; }

@@ -3,6 +3,8 @@
 A world is one SystemC simulation of a hardware preset. Scripts get the default world
 (preset from $KVSIM_PRESET, else "atlas-a2") the first time they make an LLMDataDist, or
 choose one with ``kvsim.World(preset, overrides={...})`` or ``kvsim.World(scenario=path)``.
+``kvsim.run`` and ``kvsim.sweep`` simulate whole scenarios as the kvsim command does and return
+their results (kvsim.results).
 """
 import atexit
 import os
@@ -17,12 +19,14 @@ from kvsim._core import (  # noqa: E402
     spawn, write)
 
 from kvsim import _core  # noqa: E402
+from kvsim.results import (  # noqa: E402
+    Result, Row, Sweep, SweepError, library_dir, reports_dir, run, sweep)
 
 atexit.register(_core._shutdown)
 
-__all__ = ["Diagnostic", "Event", "Job", "World", "alloc", "current_world", "device_ip",
-           "diagnostics", "free", "now", "now_ps", "read", "read_array", "sleep", "spawn",
-           "write"]
+__all__ = ["Diagnostic", "Event", "Job", "Result", "Row", "Sweep", "SweepError", "World", "alloc",
+           "current_world", "device_ip", "diagnostics", "free", "library_dir", "now", "now_ps",
+           "read", "read_array", "reports_dir", "run", "sleep", "spawn", "sweep", "write"]
 
 
 def now():

@@ -21,6 +21,8 @@
 #include "impl/status.h"
 #include "impl/types.h"
 #include "model/errors.h"
+#include "python/src/py_kv_cache.h"
+#include "python/src/py_results.h"
 #include "python/src/py_world.h"
 #include "sim/scenario.h"
 
@@ -322,15 +324,21 @@ struct TaskHandle {
 };
 
 // The cache managers hold their LLMDataDist alive and reach the engine through it.
+// `adopt` gives Python a cache the manager allocated: v1 KvCaches deallocate themselves when
+// collected (py_kv_cache.h).
 struct CacheManagerHandle {
   py::object owner;
   DataDistHandle* dist;
   impl::CacheManager& get() const { return dist->get().cache_manager(); }
+  CacheView adopt(CacheView cache) const { return cache; }
 };
 struct KvCacheManagerHandle {
   py::object owner;
   DataDistHandle* dist;
   impl::KvCacheManager& get() const { return dist->get().kv_cache_manager(); }
+  KvCacheHolder adopt(impl::KvCache cache) const {
+    return owned_kv_cache(std::move(cache), owner, *dist);
+  }
 };
 
 // A background Python function started by kvsim.spawn.
@@ -507,7 +515,7 @@ void bind_values(py::module_& m) {
                ", is_blocks_cache=" + (c.is_blocks_cache ? "True" : "False") + ")";
       });
 
-  py::class_<KvCache>(m, "KvCache")
+  py::class_<KvCache, KvCacheHolder>(m, "KvCache")
       .def_property_readonly("cache_id", &KvCache::cache_id)
       .def_property_readonly("cache_desc", &KvCache::cache_desc)
       .def_property_readonly("per_device_tensor_addrs", &KvCache::per_device_tensor_addrs)
@@ -704,7 +712,7 @@ void bind_shared_cache_methods(py::class_<Handle>& cls, const char* cache_arg,
   cls.def(
          "allocate_cache",
          [](Handle& h, const CacheDesc& desc, std::vector<CacheKey> keys) {
-           return h.get().allocate_cache(desc, keys);
+           return h.adopt(h.get().allocate_cache(desc, keys));
          },
          "cache_desc"_a, "cache_keys"_a = py::tuple())
       .def(
@@ -713,7 +721,7 @@ void bind_shared_cache_methods(py::class_<Handle>& cls, const char* cache_arg,
       .def(
           "allocate_blocks_cache",
           [](Handle& h, const CacheDesc& desc, std::optional<BlocksCacheKey> key) {
-            return h.get().allocate_blocks_cache(desc, key);
+            return h.adopt(h.get().allocate_blocks_cache(desc, key));
           },
           "cache_desc"_a, "blocks_cache_key"_a = py::none())
       .def(
@@ -757,7 +765,7 @@ void bind_shared_cache_methods(py::class_<Handle>& cls, const char* cache_arg,
           },
           "src_cache"_a, "layer_synchronizer"_a, "transfer_configs"_a,
           "src_block_indices"_a = py::none(), "dst_block_indices"_a = py::none(),
-          "dst_block_memory_size"_a = py::none())
+          "dst_block_memory_size"_a = py::none(), py::keep_alive<0, 2>())
       .def(
           "swap_blocks",
           [](Handle& h, const Cache& src, const Cache& dst,
@@ -1149,4 +1157,5 @@ PYBIND11_MODULE(_core, m) {
   kvsim::python::bind_values(m);
   kvsim::python::bind_engine(m);
   kvsim::python::bind_world(m);
+  kvsim::python::bind_results(m);
 }

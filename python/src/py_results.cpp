@@ -1,0 +1,127 @@
+#include "python/src/py_results.h"
+
+#include <pybind11/stl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "impl/errors.h"
+#include "python/src/py_world.h"
+#include "sim/results_writer.h"
+#include "sim/sweep.h"
+
+#ifndef KVSIM_SOURCE_DIR
+#define KVSIM_SOURCE_DIR "."
+#endif
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace kvsim::python {
+namespace {
+
+// {"path": ...} or {"text": ..., "origin": ..., "base_dir": ...}.
+sim::ScenarioSource to_source(const py::dict& d) {
+  sim::ScenarioSource s;
+  if (d.contains("path")) s.path = d["path"].cast<std::string>();
+  if (d.contains("text")) s.text = d["text"].cast<std::string>();
+  if (d.contains("origin")) s.origin = d["origin"].cast<std::string>();
+  if (d.contains("base_dir")) s.base_dir = d["base_dir"].cast<std::string>();
+  return s;
+}
+
+}  // namespace
+
+void bind_results(py::module_& m) {
+  py::class_<sim::RunResult>(m, "RunResult", "One simulated scenario's results (sim::RunResult).")
+      .def_property_readonly("json", &sim::result_json,
+                             "result.json's text, as `kvsim run` writes it.")
+      .def_property_readonly("summary", &sim::summary_text, "summary.txt's text.")
+      .def_property_readonly("trace_json", [](const sim::RunResult& r) { return r.trace_json; })
+      .def_property_readonly("exit_code", &sim::result_status,
+                             "0 if every request succeeded with its bytes verified, else 1.")
+      .def_property_readonly(
+          "figures",
+          [](const sim::RunResult& r) {
+            const sim::SweepRow row = sim::sweep_row(r);
+            return py::dict(
+                "requests"_a = r.requests.size(), "mean_exposed_us"_a = row.mean_exposed_us,
+                "mean_ttft_us"_a = row.mean_ttft_us, "exposed_share_pct"_a = row.exposed_share_pct,
+                "kv_bytes_per_request"_a = row.kv_bytes_per_request,
+                "effective_gbps"_a = row.effective_gbps, "line_rate_gbps"_a = row.line_rate_gbps);
+          },
+          "The per-point figures of sweep.csv.")
+      .def_property_readonly(
+          "compute",
+          [](const sim::RunResult& r) {
+            py::list out;
+            for (const sim::ComputeSpan& c : r.compute) {
+              out.append(py::make_tuple(c.request, c.layer, c.start, c.end));
+            }
+            return out;
+          },
+          "Prefill layer spans: (request, layer, start_ps, end_ps).")
+      .def("write", &sim::write_results, "dir"_a,
+           "Writes the files of `kvsim run` (no plots) into dir.");
+
+  py::class_<sim::PointOutcome>(m, "Point", "One simulated point of a study.")
+      .def_readonly("overrides", &sim::PointOutcome::overrides)
+      .def_property_readonly(
+          "result",
+          [](const sim::PointOutcome& p) -> const sim::RunResult* {
+            return p.result ? &*p.result : nullptr;
+          },
+          py::return_value_policy::reference_internal)
+      .def_readonly("error", &sim::PointOutcome::error)
+      .def_readonly("exit_code", &sim::PointOutcome::exit_code);
+
+  m.def(
+      "_run_points",
+      [](const py::dict& source, const std::vector<std::vector<sim::ScenarioOverride>>& points,
+         int jobs, bool trace, py::object progress, py::object request_progress) {
+        if (running_on_job()) {
+          throw impl::RuntimeError("kvsim.run", "cannot be called by a simulated job");
+        }
+        sim::PointRunOptions o;
+        o.jobs = jobs;
+        o.trace = trace;
+        if (!progress.is_none()) {
+          o.progress = [progress](std::size_t done, std::size_t total) { progress(done, total); };
+        }
+        if (!request_progress.is_none()) {
+          o.request_progress = [request_progress](std::size_t point, std::size_t done,
+                                                  std::size_t total) {
+            request_progress(point, done, total);
+          };
+        }
+        o.interrupted = [] {
+          if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+        };
+        return sim::run_points(to_source(source), points, o);
+      },
+      "source"_a, "points"_a, "jobs"_a, "trace"_a, "progress"_a, "request_progress"_a,
+      "Simulates each point in a forked child process; the current world is left as it is.");
+  m.def(
+      "_sweep_csv",
+      [](const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
+         const std::vector<sim::PointOutcome>& points) {
+        std::vector<sim::SweepAxis> a;
+        for (const auto& [key, values] : axes) a.push_back({key, values});
+        return sim::sweep_csv(a, points);
+      },
+      "axes"_a, "points"_a);
+  m.def(
+      "_cross_product",
+      [](const std::vector<std::pair<std::string, std::vector<std::string>>>& axes) {
+        std::vector<sim::SweepAxis> a;
+        for (const auto& [key, values] : axes) a.push_back({key, values});
+        return sim::cross_product(a);
+      },
+      "axes"_a);
+  m.def("_split_values", &sim::split_values, "list"_a);
+  m.def("_progress_bar", &sim::progress_bar, "done"_a, "total"_a);
+  m.attr("_source_dir") = KVSIM_SOURCE_DIR;
+}
+
+}  // namespace kvsim::python
