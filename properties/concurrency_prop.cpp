@@ -94,7 +94,7 @@ rc::Gen<Program> gen_program() {
         rc::gen::set(&Program::decoders, rc::gen::just(decoders)),
         rc::gen::set(&Program::layers, rc::gen::inRange(1, 5)),
         rc::gen::set(&Program::row_bytes,
-                     rc::gen::map(rc::gen::inRange(1, 17), [](int n) { return 64 * n; })),
+                     rc::gen::map(rc::gen::inRange(1, 9), [](int n) { return 64 * n; })),
         rc::gen::set(&Program::strict, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
         rc::gen::set(&Program::remote, rc::gen::arbitrary<bool>()),
         rc::gen::set(
@@ -260,8 +260,13 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
     std::vector<std::vector<std::uint8_t>> shadow;
     std::vector<std::uint64_t> addrs;
     for (int t = 0; t < 2 * L; ++t) {
-      addrs.push_back(h.alloc(device, tensor_bytes, seed));
       shadow.push_back(pattern(tensor_bytes, seed++));
+      // 2 MiB aligned like Harness::alloc, so that nothing else lies right after a tensor.
+      const auto addr =
+          h.recorder().allocate(device, impl::Placement::DEVICE, tensor_bytes, 2 << 20);
+      RC_ASSERT(addr.has_value());
+      h.write(*addr, shadow.back());
+      addrs.push_back(*addr);
     }
     return Cache{blocks ? dist.cache_manager().register_blocks_cache(desc, addrs, key)
                         : dist.cache_manager().register_cache(desc, addrs),
