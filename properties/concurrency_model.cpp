@@ -77,6 +77,8 @@ struct Link {
   int cluster = 0;
   std::size_t mutex = 0;
   bool up = true;
+  int active_pulls = 0;      // v1: pulls between their overlap check and their return
+  int active_transfers = 0;  // v1: tasks in flight that named this link at their call
 };
 
 // A simulated thread: an operation's caller, or the background job of a transfer_cache_async.
@@ -96,7 +98,9 @@ struct Thread {
   std::size_t batches = 0;
   // link_clusters: whether this call may create the link after its handshake.
   bool candidate = false;
-  std::size_t caller = 0;  // the job's caller thread
+  std::size_t caller = 0;               // the job's caller thread
+  std::vector<std::size_t> v1_links{};  // v1 job: the links it counts as in flight on
+  bool counted_pull = false;            // v1 pull: counted in its link's active_pulls
 };
 
 constexpr int kDone = -1;
@@ -179,6 +183,7 @@ class Run {
 
   void finish(std::size_t t, LLMStatusCode raised) {
     Thread& th = threads_[t];
+    if (th.counted_pull) --links_[*th.link].active_pulls;
     th.finished = true;
     th.pc = kDone;
     out_.ops[th.op].raised = raised;
@@ -201,7 +206,7 @@ class Run {
                 now_,  now_ + s->duration, s->ok, false};
     if (b.finished > deadline) {
       b.timed_out = true;
-      th.status = LLMStatusCode::LLM_TIMEOUT;  // v2's wait-timeout code (§3.4)
+      th.status = p_.v1 ? LLMStatusCode::LLM_WAIT_PROCESS_TIMEOUT : LLMStatusCode::LLM_TIMEOUT;
       timers_.emplace(deadline, t);
     } else {
       th.status = b.ok ? LLMStatusCode::LLM_SUCCESS : LLMStatusCode::LLM_SUSPECT_REMOTE_ERROR;
@@ -304,12 +309,29 @@ class Run {
         return;
       }
     }
+    std::vector<std::size_t> v1_links;
+    if (p_.v1) {
+      for (int cluster : seen) {
+        const auto it = current_.find(cluster);
+        if (it == current_.end()) continue;
+        if (links_[it->second].active_pulls > 0) {
+          diagnose(th.op, DiagnosticKind::kLinkCallOverlap, static_cast<std::uint64_t>(cluster));
+          if (p_.strict) {
+            finish(t, impl::strict_status(DiagnosticKind::kLinkCallOverlap));
+            return;
+          }
+        }
+        v1_links.push_back(it->second);
+      }
+    }
+    for (std::size_t l : v1_links) ++links_[l].active_transfers;
     ++tasks_in_flight_;
     out_.ops[th.op].results.assign(op.clusters.size(), std::nullopt);
     Thread job;
     job.op = th.op;
     job.job = true;
     job.caller = t;
+    job.v1_links = v1_links;
     threads_.push_back(job);
     ready_.push_back(threads_.size() - 1);
     threads_[t].pc = 1;
@@ -327,6 +349,7 @@ class Run {
     th.finished = true;
     th.pc = kDone;
     --tasks_in_flight_;
+    for (std::size_t l : th.v1_links) --links_[l].active_transfers;
     ready_.push_back(th.caller);
   }
 
@@ -383,8 +406,10 @@ class Run {
       Thread& th = threads_[t];
       switch (th.pc) {
         case 0:
-          if (!p_.remote_accessible) {
-            finish(t, LLMStatusCode::LLM_PARAM_INVALID);
+          if (p_.v1 || !p_.remote_accessible) {
+            // v1 has no push_* (its cache_manager raises); v2 needs remote-accessible mode.
+            finish(t, p_.v1 ? LLMStatusCode::LLM_FEATURE_NOT_ENABLED
+                            : LLMStatusCode::LLM_PARAM_INVALID);
             return;
           }
           th.pc = 1;
@@ -424,6 +449,15 @@ class Run {
           return;
         }
         th.link = it->second;
+        if (p_.v1 && links_[*th.link].active_transfers > 0) {
+          diagnose(th.op, DiagnosticKind::kLinkCallOverlap, static_cast<std::uint64_t>(cluster));
+          if (p_.strict) {
+            finish(t, impl::strict_status(DiagnosticKind::kLinkCallOverlap));
+            return;
+          }
+        }
+        ++links_[*th.link].active_pulls;
+        th.counted_pull = true;
         th.pc = 1;
         if (!lock(t, links_[*th.link].mutex)) return;
         [[fallthrough]];

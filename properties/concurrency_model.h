@@ -1,9 +1,9 @@
 // The reference model of property 2: the concurrency rules of spec §3.4, §3.5 and §9 (one FIFO
 // mutex per link shared by per-layer transfers, pulls and unlink; one process-wide transfer mutex
 // taken by every per-layer transfer, push layers included; transfer_cache_async's concurrent-call
-// diagnostic, LLM_LINK_BUSY in strict mode) as a small discrete-event program over the prompt
-// process's operations. Pure: no SystemC, no impl internals, only the public status codes and
-// diagnostic kinds.
+// diagnostic and v1's pull-while-transfer diagnostic, LLM_LINK_BUSY in strict mode) as a small
+// discrete-event program over the prompt process's operations. Pure: no SystemC, no impl internals,
+// only the public status codes and diagnostic kinds.
 //
 // What the rules do not decide comes in as input: how long the hardware takes to serve each
 // posted batch and the round trip of a link handshake. Everything else (who waits for whom, the
@@ -51,7 +51,10 @@ struct ProgramSpec {
   int layers = 1;  ///< every transfer and push sends layers [0, layers)
   bool strict = false;
   bool remote_accessible = false;  ///< llm.EnableRemoteCacheAccessible (push_* need it, §4)
-  Time sync_timeout = 0;           ///< llm.SyncKvCacheWaitTime
+  /// v1 KvCacheManager (§1): no push_*; a pull and a task on one link are a forbidden overlap
+  /// (§3.5); the wait-timeout code is LLM_WAIT_PROCESS_TIMEOUT.
+  bool v1 = false;
+  Time sync_timeout = 0;  ///< llm.SyncKvCacheWaitTime
   std::set<int> linked_at_start{};
   std::vector<OpSpec> ops{};
 };

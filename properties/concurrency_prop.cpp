@@ -2,7 +2,8 @@
 // transfer_cache_async (1-2 configs), pull_cache, pull_blocks (C2B by id, B2B by BlocksCacheKey),
 // push_cache, push_blocks, link_clusters and unlink_clusters from one prompt process to 1-3
 // decoders (RoCE and HCCS links; several operations share a link), each operation on its own
-// simulated job at a random time, faithful or strict, with or without remote-accessible mode.
+// simulated job at a random time, faithful or strict, v2 with or without remote-accessible mode,
+// or v1 (KvCacheManager on a memory pool, no push_*, pulls and tasks on one link diagnosed).
 // The run must equal a prediction of the reference model (concurrency_model.h) for some order of
 // simultaneous events: every status and per-config result, when each call returns (hence the
 // completion order), every hold of every mutex (requested, acquired, released: who blocks on
@@ -52,13 +53,17 @@ struct Program {
   int layers = 1;
   int row_bytes = 64;
   bool strict = false;
-  bool remote = false;  ///< llm.EnableRemoteCacheAccessible=1
+  bool remote = false;  ///< llm.EnableRemoteCacheAccessible=1 (v2 only)
+  bool v1 = false;      ///< kvsim.ApiVersion=1: the KvCacheManager, caches from llm.MemPoolConfig
   std::vector<Op> ops;
 };
 
 void showValue(const Program& p, std::ostream& os) {
   os << p.decoders << " decoder(s), " << p.layers << " layer(s) of " << p.row_bytes << " B rows, "
-     << (p.strict ? "strict" : "faithful") << (p.remote ? ", remote-accessible" : "")
+     << (p.strict ? "strict" : "faithful")
+     << (p.v1       ? ", v1"
+         : p.remote ? ", v2 remote-accessible"
+                    : ", v2")
      << "; program:";
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
     const Op& o = p.ops[i];
@@ -97,6 +102,7 @@ rc::Gen<Program> gen_program() {
                      rc::gen::map(rc::gen::inRange(1, 9), [](int n) { return 64 * n; })),
         rc::gen::set(&Program::strict, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
         rc::gen::set(&Program::remote, rc::gen::arbitrary<bool>()),
+        rc::gen::set(&Program::v1, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
         rc::gen::set(
             &Program::ops,
             // At most kRows operations, cut from a list that shrinks by dropping operations.
@@ -242,7 +248,12 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   std::map<std::string, std::string> mode = {
       {impl::kOptionSyncKvCacheWaitTime, std::to_string(kSyncTimeoutMs)}};
   if (prog.strict) mode[impl::kOptionKvsimStrict] = "1";
-  if (prog.remote) mode[impl::kOptionEnableRemoteCacheAccessible] = "1";
+  const bool remote = prog.remote && !prog.v1;
+  if (remote) mode[impl::kOptionEnableRemoteCacheAccessible] = "1";
+  if (prog.v1) {
+    mode[impl::kOptionKvsimApiVersion] = "1";
+    mode[impl::kOptionMemPoolConfig] = "{\"memory_size\": 8388608}";
+  }
   auto make_dist = [&](LLMRole role, int cluster, int device, bool listen) {
     auto dist = std::make_unique<impl::LLMDataDist>(log, h.world().directory(), role,
                                                     static_cast<std::uint64_t>(cluster));
@@ -258,6 +269,16 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   auto make_cache = [&](impl::LLMDataDist& dist, int device, bool blocks,
                         std::optional<impl::BlocksCacheKey> key) {
     std::vector<std::vector<std::uint8_t>> shadow;
+    if (prog.v1) {
+      impl::KvCacheManager& km = dist.kv_cache_manager();
+      const impl::KvCache c =
+          blocks ? km.allocate_blocks_cache(desc, key) : km.allocate_cache(desc);
+      for (std::uint64_t addr : c.view().tensor_addrs) {
+        shadow.push_back(pattern(tensor_bytes, seed++));
+        h.write(addr, shadow.back());
+      }
+      return Cache{c.view(), std::move(shadow)};
+    }
     std::vector<std::uint64_t> addrs;
     for (int t = 0; t < 2 * L; ++t) {
       shadow.push_back(pattern(tensor_bytes, seed++));
@@ -308,7 +329,21 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
       Observed& o = seen[i];
       h.platform().sleep(call_time(i) - t0);
       o.called = h.platform().now();
-      impl::CacheManager& cm = p->cache_manager();
+      // v1 calls go to the KvCacheManager; push_* to the CacheManager, which v1 refuses.
+      auto cm = [&]() -> impl::CacheManager& { return p->cache_manager(); };
+      auto transfer = [&](std::vector<impl::AnyTransferConfig>& configs,
+                          std::shared_ptr<impl::LayerSynchronizer> sync) {
+        return prog.v1 ? p->kv_cache_manager().transfer_cache_async(impl::KvCache(src.view),
+                                                                    std::move(sync), configs)
+                       : cm().transfer_cache_async(src.view, std::move(sync), configs);
+      };
+      auto pull_blocks = [&](const impl::PullBlocksKey& key, std::vector<std::int64_t> from) {
+        if (prog.v1) {
+          p->kv_cache_manager().pull_blocks(key, impl::KvCache(local_blocks.view), from, {mine});
+        } else {
+          cm().pull_blocks(key, local_blocks.view, from, {mine});
+        }
+      };
       const impl::CacheKeyByIdAndIndex row_key(cluster, dst[k].view.cache_id, row);
       const impl::BlocksCacheKey blocks_key{cluster, 0};
       switch (op.kind) {
@@ -318,7 +353,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
             if (c == 0) continue;
             const auto& d = dst[static_cast<std::size_t>(c - 2)].view;
             const impl::LayerRange all{0, L};
-            if (prog.remote) {
+            if (remote) {
               configs.emplace_back(impl::TransferWithCacheKeyConfig(
                   impl::CacheKeyByIdAndIndex(static_cast<std::uint64_t>(c), d.cache_id, row), all,
                   all, mine));
@@ -332,29 +367,35 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
           auto sync = std::make_shared<DelayedSync>(h.platform(),
                                                     static_cast<Time>(op.sync_delay_us) * kUs);
           o.outcome = outcome_of([&] {
-            auto task = cm.transfer_cache_async(src.view, sync, configs);
+            auto task = transfer(configs, sync);
             o.results = task.get_results();
           });
           break;
         }
         case OpKind::kPullCache:
-          o.outcome = outcome_of([&] { cm.pull_cache(row_key, local.view, mine); });
+          o.outcome = outcome_of([&] {
+            if (prog.v1) {
+              p->kv_cache_manager().pull_cache(row_key, impl::KvCache(local.view), mine);
+            } else {
+              cm().pull_cache(row_key, local.view, mine);
+            }
+          });
           break;
         case OpKind::kPullBlocks:
           o.outcome = outcome_of([&] {
             if (op.blocks_key) {
-              cm.pull_blocks(blocks_key, local_blocks.view, {row}, {mine});
+              pull_blocks(blocks_key, {row});
             } else {
-              cm.pull_blocks(row_key, local_blocks.view, {}, {mine});
+              pull_blocks(row_key, {});
             }
           });
           break;
         case OpKind::kPushCache:
-          o.outcome = outcome_of([&] { cm.push_cache(row_key, src.view, mine); });
+          o.outcome = outcome_of([&] { cm().push_cache(row_key, src.view, mine); });
           break;
         case OpKind::kPushBlocks:
           o.outcome =
-              outcome_of([&] { cm.push_blocks(blocks_key, src_blocks.view, {mine}, {row}); });
+              outcome_of([&] { cm().push_blocks(blocks_key, src_blocks.view, {mine}, {row}); });
           break;
         case OpKind::kUnlink:
           o.outcome = llm_outcome(
@@ -390,7 +431,8 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   concurrency::ProgramSpec spec;
   spec.layers = L;
   spec.strict = prog.strict;
-  spec.remote_accessible = prog.remote;
+  spec.remote_accessible = remote;
+  spec.v1 = prog.v1;
   spec.sync_timeout = impl::from_ms(kSyncTimeoutMs);
   for (int k = 0; k < prog.decoders; ++k) spec.linked_at_start.insert(2 + k);
   for (std::size_t i = 0; i < n_ops; ++i) {
@@ -552,6 +594,10 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   RC_CLASSIFY(std::any_of(pr.ops.begin(), pr.ops.end(),
                           [](const auto& o) { return o.raised == LLMStatusCode::LLM_LINK_BUSY; }),
               "strict mode raised LLM_LINK_BUSY");
+  RC_CLASSIFY(
+      std::any_of(pr.diagnostics.begin(), pr.diagnostics.end(),
+                  [](const auto& d) { return d.kind == impl::DiagnosticKind::kLinkCallOverlap; }),
+      "v1: a pull and a task overlapped on a link");
   RC_CLASSIFY(std::any_of(pr.ops.begin(), pr.ops.end(),
                           [](const auto& o) {
                             return o.raised == LLMStatusCode::LLM_NOT_YET_LINK ||
