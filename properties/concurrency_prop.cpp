@@ -85,8 +85,8 @@ rc::Gen<Program> gen_program() {
                                                                   {2, OpKind::kPullBlocks},
                                                                   {2, OpKind::kPushCache},
                                                                   {2, OpKind::kPushBlocks},
-                                                                  {1, OpKind::kUnlink},
-                                                                  {1, OpKind::kLink}})),
+                                                                  {2, OpKind::kUnlink},
+                                                                  {2, OpKind::kLink}})),
         rc::gen::set(&Op::cluster, rc::gen::inRange(2, 2 + decoders)),
         rc::gen::set(&Op::cluster2,
                      rc::gen::weightedElement<int>(
