@@ -512,7 +512,8 @@ class Run {
   }
 
   // unlink_clusters (§3.4, §4): waits for the link's mutex, takes the link down, and holds the
-  // mutex through the round trip that tells the peer.
+  // mutex through the round trip that tells the peer; with force the peer is not told and keeps
+  // its side (so a later link_clusters finds it: ALREADY_LINK).
   void unlink(std::size_t t, const OpSpec& op) {
     Thread& th = threads_[t];
     const int cluster = op.clusters.front();
@@ -536,6 +537,11 @@ class Run {
         }
         links_[*th.link].up = false;
         current_.erase(cluster);
+        if (op.force) {
+          unlock(t, links_[*th.link].mutex);
+          finish(t, LLMStatusCode::LLM_SUCCESS);
+          return;
+        }
         th.pc = 2;
         sleep(t, d_.round_trip(cluster));
         return;

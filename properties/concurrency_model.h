@@ -43,6 +43,7 @@ struct OpSpec {
   std::vector<int> clusters{};
   Time call = 0;        ///< when it is called
   Time sync_delay = 0;  ///< transfer_cache_async: duration of every synchronize_layer
+  bool force = false;   ///< unlink_clusters(force=True): the peer is not told
 };
 
 /// A program and the settings the rules depend on.

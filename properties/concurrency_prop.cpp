@@ -46,6 +46,7 @@ struct Op {
   bool blocks_key = false;  ///< pull_blocks: B2B by BlocksCacheKey, else C2B by id
   int start_us = 0;         ///< called at start_us µs plus its index in ps (ties in index order)
   int sync_delay_us = 0;    ///< transfer: time each synchronize_layer takes
+  bool force = false;       ///< unlink: force=True
 };
 
 struct Program {
@@ -73,6 +74,7 @@ void showValue(const Program& p, std::ostream& os) {
     if (o.kind != OpKind::kLink && o.kind != OpKind::kUnlink) os << ", row " << o.row;
     if (o.kind == OpKind::kPullBlocks) os << (o.blocks_key ? ", BlocksCacheKey" : ", by id");
     if (o.kind == OpKind::kTransfer) os << ", sync " << o.sync_delay_us << "us/layer";
+    if (o.kind == OpKind::kUnlink && o.force) os << ", force";
     os << ")";
   }
 }
@@ -94,7 +96,8 @@ rc::Gen<Program> gen_program() {
         rc::gen::set(&Op::row, rc::gen::inRange(0, kSharedRows)),
         rc::gen::set(&Op::blocks_key, rc::gen::arbitrary<bool>()),
         rc::gen::set(&Op::start_us, rc::gen::inRange(0, 40)),
-        rc::gen::set(&Op::sync_delay_us, rc::gen::inRange(0, 10)));
+        rc::gen::set(&Op::sync_delay_us, rc::gen::inRange(0, 10)),
+        rc::gen::set(&Op::force, rc::gen::weightedElement<bool>({{3, false}, {1, true}})));
     return rc::gen::build<Program>(
         rc::gen::set(&Program::decoders, rc::gen::just(decoders)),
         rc::gen::set(&Program::layers, rc::gen::inRange(1, 5)),
@@ -399,7 +402,8 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
           break;
         case OpKind::kUnlink:
           o.outcome = llm_outcome(
-              p->unlink_clusters({h.cluster_info(cluster, device_of(op.cluster))}).first);
+              p->unlink_clusters({h.cluster_info(cluster, device_of(op.cluster))}, 3000, op.force)
+                  .first);
           break;
         case OpKind::kLink:
           o.outcome = llm_outcome(h.link(*p, cluster, device_of(op.cluster)));
@@ -443,6 +447,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
     if (op.kind == OpKind::kTransfer && op.cluster2 != 0) s.clusters.push_back(op.cluster2);
     s.call = call_time(i);
     s.sync_delay = static_cast<Time>(op.sync_delay_us) * kUs;
+    s.force = op.force;
     spec.ops.push_back(s);
   }
   concurrency::Durations durations;
