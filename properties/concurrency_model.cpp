@@ -111,8 +111,8 @@ class Run {
       : p_(program), d_(durations), chooser_(chooser) {
     mutexes_.push_back({"transfer c" + std::to_string(p_.prompt_cluster)});
     for (int cluster : p_.linked_at_start) {
-      current_[cluster] = new_link(cluster);
-      peer_side_[cluster] = true;
+      current_[cluster] = new_link(cluster, true);
+      peer_link_[cluster] = new_link(cluster, false);
     }
     out_.ops.resize(p_.ops.size());
     for (std::size_t i = 0; i < p_.ops.size(); ++i) {
@@ -143,9 +143,11 @@ class Run {
   }
 
  private:
-  std::size_t new_link(int cluster) {
-    mutexes_.push_back(
-        {"link c" + std::to_string(p_.prompt_cluster) + "->c" + std::to_string(cluster)});
+  // A new link between the prompt and `cluster`: the prompt's side, or the decoder's.
+  std::size_t new_link(int cluster, bool prompt_side) {
+    const std::string a = std::to_string(p_.prompt_cluster);
+    const std::string b = std::to_string(cluster);
+    mutexes_.push_back({prompt_side ? "link c" + a + "->c" + b : "link c" + b + "->c" + a});
     links_.push_back({cluster, mutexes_.size() - 1, true});
     return links_.size() - 1;
   }
@@ -436,15 +438,16 @@ class Run {
     }
   }
 
-  // pull_cache / pull_blocks (§3.4, §4): the link as found at the call, its mutex for the copy;
-  // the deadline counts from when the copy starts.
+  // pull_cache / pull_blocks (§3.4, §4): the caller's side of the link as found at the call, its
+  // mutex for the copy; the deadline counts from when the copy starts.
   void pull(std::size_t t, const OpSpec& op) {
     Thread& th = threads_[t];
     const int cluster = op.clusters.front();
     switch (th.pc) {
       case 0: {
-        const auto it = current_.find(cluster);
-        if (it == current_.end()) {
+        const std::map<int, std::size_t>& side = op.issuer == 0 ? current_ : peer_link_;
+        const auto it = side.find(cluster);
+        if (it == side.end()) {
           finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
           return;
         }
@@ -492,18 +495,18 @@ class Run {
           sleep(t, 0);
           return;
         }
-        th.candidate = !peer_side_[cluster];
+        th.candidate = peer_link_.count(cluster) == 0;
         th.status = th.candidate ? LLMStatusCode::LLM_SUCCESS : LLMStatusCode::LLM_ALREADY_LINK;
         th.pc = 1;
         sleep(t, 2 * d_.round_trip(cluster));
         return;
       case 1:
         if (th.candidate) {
-          if (current_.count(cluster) != 0 || peer_side_[cluster]) {
+          if (current_.count(cluster) != 0 || peer_link_.count(cluster) != 0) {
             th.status = LLMStatusCode::LLM_ALREADY_LINK;
           } else {
-            current_[cluster] = new_link(cluster);
-            peer_side_[cluster] = true;
+            current_[cluster] = new_link(cluster, true);
+            peer_link_[cluster] = new_link(cluster, false);
           }
         }
         finish(t, th.status);
@@ -546,7 +549,11 @@ class Run {
         sleep(t, d_.round_trip(cluster));
         return;
       case 2:
-        peer_side_[cluster] = false;
+        if (const auto it = peer_link_.find(cluster); it != peer_link_.end()) {
+          // Without the peer's link mutex: a pull the decoder has under way goes on.
+          links_[it->second].up = false;
+          peer_link_.erase(it);
+        }
         unlock(t, links_[*th.link].mutex);
         finish(t, LLMStatusCode::LLM_SUCCESS);
         return;
@@ -562,8 +569,8 @@ class Run {
   std::multimap<Time, std::size_t> timers_;
   std::vector<Mutex> mutexes_;  // [0]: the process-wide transfer mutex
   std::vector<Link> links_;
-  std::map<int, std::size_t> current_;  // cluster → its live link (this side)
-  std::map<int, bool> peer_side_;       // cluster → the peer still has its side
+  std::map<int, std::size_t> current_;    // cluster → its live link (this side)
+  std::map<int, std::size_t> peer_link_;  // cluster → its live link to the prompt (its side)
   int tasks_in_flight_ = 0;
   Prediction out_;
 };

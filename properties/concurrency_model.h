@@ -31,7 +31,7 @@ using impl::LLMStatusCode;
 /// Simulated time in picoseconds (impl::Time).
 using Time = std::uint64_t;
 
-/// The operations a program issues from the prompt process.
+/// The operations of a program (all called by the prompt, except decoder pulls).
 enum class OpKind { kTransfer, kPullCache, kPullBlocks, kPushCache, kPushBlocks, kLink, kUnlink };
 /// "transfer_cache_async", "pull_cache", ...
 const char* to_string(OpKind kind);
@@ -44,6 +44,9 @@ struct OpSpec {
   Time call = 0;        ///< when it is called
   Time sync_delay = 0;  ///< transfer_cache_async: duration of every synchronize_layer
   bool force = false;   ///< unlink_clusters(force=True): the peer is not told
+  /// pull_cache / pull_blocks: 0 when the prompt calls it; a decoder's cluster when that decoder
+  /// pulls from the prompt over its own side of the link (its own mutex).
+  int issuer = 0;
 };
 
 /// A program and the settings the rules depend on.

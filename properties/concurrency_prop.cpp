@@ -1,7 +1,8 @@
 // Property 2, concurrency constraints (spec §3.4, §3.5, §4, §9): random programs of
-// transfer_cache_async (1-2 configs), pull_cache, pull_blocks (C2B by id, B2B by BlocksCacheKey),
-// push_cache, push_blocks, link_clusters and unlink_clusters from one prompt process to 1-3
-// decoders (RoCE and HCCS links; several operations share a link), each operation on its own
+// transfer_cache_async (1-2 configs), pull_cache (by the prompt, or by a decoder over its side of
+// the link), pull_blocks (C2B by id, B2B by BlocksCacheKey), push_cache, push_blocks,
+// link_clusters and unlink_clusters (force or not) between one prompt process and 1-3 decoders
+// (RoCE and HCCS links; several operations share a link), each operation on its own
 // simulated job at a random time, faithful or strict, v2 with or without remote-accessible mode,
 // or v1 (KvCacheManager on a memory pool, no push_*, pulls and tasks on one link diagnosed).
 // The run must equal a prediction of the reference model (concurrency_model.h) for some order of
@@ -47,6 +48,7 @@ struct Op {
   int start_us = 0;         ///< called at start_us µs plus its index in ps (ties in index order)
   int sync_delay_us = 0;    ///< transfer: time each synchronize_layer takes
   bool force = false;       ///< unlink: force=True
+  bool by_decoder = false;  ///< pull_cache: the decoder pulls prompt row `row` over its side
 };
 
 struct Program {
@@ -75,6 +77,7 @@ void showValue(const Program& p, std::ostream& os) {
     if (o.kind == OpKind::kPullBlocks) os << (o.blocks_key ? ", BlocksCacheKey" : ", by id");
     if (o.kind == OpKind::kTransfer) os << ", sync " << o.sync_delay_us << "us/layer";
     if (o.kind == OpKind::kUnlink && o.force) os << ", force";
+    if (o.kind == OpKind::kPullCache && o.by_decoder) os << ", called by the decoder";
     os << ")";
   }
 }
@@ -97,7 +100,8 @@ rc::Gen<Program> gen_program() {
         rc::gen::set(&Op::blocks_key, rc::gen::arbitrary<bool>()),
         rc::gen::set(&Op::start_us, rc::gen::inRange(0, 40)),
         rc::gen::set(&Op::sync_delay_us, rc::gen::inRange(0, 10)),
-        rc::gen::set(&Op::force, rc::gen::weightedElement<bool>({{3, false}, {1, true}})));
+        rc::gen::set(&Op::force, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
+        rc::gen::set(&Op::by_decoder, rc::gen::arbitrary<bool>()));
     return rc::gen::build<Program>(
         rc::gen::set(&Program::decoders, rc::gen::just(decoders)),
         rc::gen::set(&Program::layers, rc::gen::inRange(1, 5)),
@@ -304,10 +308,12 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   std::vector<std::unique_ptr<impl::LLMDataDist>> decoders;
   std::vector<Cache> dst;
   std::vector<Cache> dst_blocks;
+  std::vector<Cache> dec_local;  ///< where the decoder's own pulls land
   for (int k = 0; k < prog.decoders; ++k) {
     const int cluster = 2 + k;
     decoders.push_back(make_dist(LLMRole::DECODER, cluster, device_of(cluster), true));
     dst.push_back(make_cache(*decoders.back(), device_of(cluster), false, std::nullopt));
+    dec_local.push_back(make_cache(*decoders.back(), device_of(cluster), false, std::nullopt));
     dst_blocks.push_back(make_cache(*decoders.back(), device_of(cluster), true,
                                     impl::BlocksCacheKey{static_cast<std::uint64_t>(cluster), 0}));
     RC_ASSERT(h.link(*p, static_cast<std::uint64_t>(cluster), device_of(cluster)) ==
@@ -377,7 +383,13 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
         }
         case OpKind::kPullCache:
           o.outcome = outcome_of([&] {
-            if (prog.v1) {
+            const impl::CacheKeyByIdAndIndex prompt_row(1, src.view.cache_id, row);
+            if (op.by_decoder && prog.v1) {
+              decoders[k]->kv_cache_manager().pull_cache(prompt_row,
+                                                         impl::KvCache(dec_local[k].view), mine);
+            } else if (op.by_decoder) {
+              decoders[k]->cache_manager().pull_cache(prompt_row, dec_local[k].view, mine);
+            } else if (prog.v1) {
               p->kv_cache_manager().pull_cache(row_key, impl::KvCache(local.view), mine);
             } else {
               cm().pull_cache(row_key, local.view, mine);
@@ -417,15 +429,16 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   for (std::size_t i = 0; i < n_ops; ++i) RC_ASSERT(seen[i].finished);
   RC_ASSERT(h.job_failures().empty());
 
-  // Observed batches by operation: transfers and pushes read their own prompt row, pulls write
-  // their own local row.
-  std::vector<Cache*> prompt_src = {&src, &src_blocks};
-  std::vector<Cache*> prompt_dst = {&local, &local_blocks};
+  // Observed batches by operation: pulls write their own local row (the decoder's own pulls read
+  // a shared prompt row), transfers and pushes read their own prompt row.
+  std::vector<Cache*> own_src = {&src, &src_blocks};
+  std::vector<Cache*> own_dst = {&local, &local_blocks};
+  for (auto& c : dec_local) own_dst.push_back(&c);
   std::vector<std::vector<const Batch*>> batches_of(n_ops);
   for (const Batch& b : h.recorder().batches) {
     RC_ASSERT(!b.descriptors.empty());
-    std::optional<Place> at = place_of(prompt_src, b.descriptors.front().src_addr, tensor_bytes);
-    if (!at) at = place_of(prompt_dst, b.descriptors.front().dst_addr, tensor_bytes);
+    std::optional<Place> at = place_of(own_dst, b.descriptors.front().dst_addr, tensor_bytes);
+    if (!at) at = place_of(own_src, b.descriptors.front().src_addr, tensor_bytes);
     RC_ASSERT(at.has_value());
     const std::size_t op = at->offset / R;
     RC_ASSERT(op < n_ops);
@@ -448,6 +461,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
     s.call = call_time(i);
     s.sync_delay = static_cast<Time>(op.sync_delay_us) * kUs;
     s.force = op.force;
+    if (op.kind == OpKind::kPullCache && op.by_decoder) s.issuer = op.cluster;
     spec.ops.push_back(s);
   }
   concurrency::Durations durations;
@@ -659,7 +673,11 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
           copy_row(src_blocks, t, b.op, dst_blocks[k], row);
           break;
         case OpKind::kPullCache:
-          copy_row(dst[k], t, row, local, b.op);
+          if (op.by_decoder) {
+            copy_row(src, t, row, dec_local[k], b.op);
+          } else {
+            copy_row(dst[k], t, row, local, b.op);
+          }
           break;
         case OpKind::kPullBlocks:
           copy_row(op.blocks_key ? dst_blocks[k] : dst[k], t, row, local_blocks, b.op);
@@ -671,19 +689,25 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
     }
   }
   std::vector<Cache*> every = {&src, &src_blocks, &local, &local_blocks};
-  for (auto& c : dst) every.push_back(&c);
-  for (auto& c : dst_blocks) every.push_back(&c);
+  std::vector<int> owner(every.size(), 1);
+  for (int k = 0; k < prog.decoders; ++k) {
+    for (Cache* c : {&dst[static_cast<std::size_t>(k)], &dst_blocks[static_cast<std::size_t>(k)],
+                     &dec_local[static_cast<std::size_t>(k)]}) {
+      every.push_back(c);
+      owner.push_back(2 + k);
+    }
+  }
   for (std::size_t c = 0; c < every.size(); ++c) {
     for (std::size_t t = 0; t < every[c]->shadow.size(); ++t) {
       const auto actual = h.read(every[c]->view.tensor_addrs[t], tensor_bytes);
       if (actual != every[c]->shadow[t]) {
         std::size_t at = 0;
         while (actual[at] == every[c]->shadow[t][at]) ++at;
-        const std::string why =
-            "cache " + std::to_string(every[c]->view.cache_id) + " of cluster " +
-            (c < 4 ? std::string("1") : std::to_string(2 + (c - 4) % prog.decoders)) + ", tensor " +
-            std::to_string(t) + ": byte " + std::to_string(at) + " (row " + std::to_string(at / R) +
-            ") differs from the replay of the predicted batches";
+        const std::string why = "cache " + std::to_string(every[c]->view.cache_id) +
+                                " of cluster " + std::to_string(owner[c]) + ", tensor " +
+                                std::to_string(t) + ": byte " + std::to_string(at) + " (row " +
+                                std::to_string(at / R) +
+                                ") differs from the replay of the predicted batches";
         RC_FAIL(why);
       }
     }
