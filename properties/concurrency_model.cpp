@@ -86,7 +86,6 @@ struct Link {
 struct Thread {
   std::size_t op = 0;
   bool job = false;
-  bool finished = false;
   int pc = 0;
   std::map<std::size_t, std::size_t> hold_of{};  // mutex → its open hold
   // Per-layer transfer (§3.4), shared by the transfer job and push_*.
@@ -186,7 +185,6 @@ class Run {
   void finish(std::size_t t, LLMStatusCode raised) {
     Thread& th = threads_[t];
     if (th.counted_pull) --links_[*th.link].active_pulls;
-    th.finished = true;
     th.pc = kDone;
     out_.ops[th.op].raised = raised;
     out_.ops[th.op].ended = now_;
@@ -348,7 +346,6 @@ class Run {
 
   void end_job(std::size_t t) {
     Thread& th = threads_[t];
-    th.finished = true;
     th.pc = kDone;
     --tasks_in_flight_;
     for (std::size_t l : th.v1_links) --links_[l].active_transfers;
