@@ -1,86 +1,123 @@
-// Property 2, concurrency constraints (spec §3.4, §3.5, §9): random programs of
-// transfer_cache_async, pull_cache, link_clusters and unlink_clusters from one prompt process to
-// 1-3 decoders (RoCE and HCCS links), each operation starting on its own simulated job at a random
-// time, in faithful or strict mode. The observed schedule must obey the reference rules: one
-// per-link lock shared by per-layer transfers, pulls and unlink (batches on a link never overlap;
-// unlink waits for the batch in flight); the process-wide transfer mutex (transfer batches never
-// overlap); statuses follow the link state (SUCCESS while linked, NOT_YET_LINK while not, either
-// only while a link/unlink of that cluster runs); kConcurrentTransfer (strict: LLM_LINK_BUSY
-// raised) exactly when another task is in flight; no destination byte is corrupted.
+// Property 2, concurrency constraints (spec §3.4, §3.5, §4, §9): random programs of
+// transfer_cache_async (1-2 configs), pull_cache (by the prompt, or by a decoder over its side of
+// the link), pull_blocks (C2B by id, B2B by BlocksCacheKey), push_cache, push_blocks,
+// link_clusters and unlink_clusters (force or not) between one prompt process and 1-3 decoders
+// (RoCE and HCCS links; several operations share a link), each operation on its own
+// simulated job at a random time, faithful or strict, v2 with or without remote-accessible mode,
+// or v1 (KvCacheManager on a memory pool, no push_*, pulls and tasks on one link diagnosed).
+// The run must equal a prediction of the reference model (concurrency_model.h) for some order of
+// simultaneous events: every status and per-config result, when each call returns (hence the
+// completion order), every hold of every mutex (requested, acquired, released: who blocks on
+// which lock and how long), when each batch is posted, every diagnostic (kind, time, link) and
+// strict-mode error. The model takes from the run only what the rules do not decide: how long the
+// hardware served each batch (as the Recorder saw it) and the link round trip. Bytes: replaying
+// the predicted batches in completion order on a shadow copy of every cache gives exactly the
+// simulated memory (a pull sees what the transfers and pushes before it on that link wrote; no
+// byte is corrupted, none written that no batch should write).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <numeric>
 #include <sstream>
+#include <tuple>
 
 #include "impl/diagnostics.h"
+#include "properties/concurrency_model.h"
 #include "properties/prop_support.h"
+#include "sim/engine_setup.h"
 
 namespace kvsim::properties {
 namespace {
 
+using concurrency::OpKind;
 using impl::LLMRole;
+
+constexpr int kRows = 6;        ///< rows (and blocks) of every cache; op i owns prompt row i
+constexpr int kSharedRows = 3;  ///< decoder rows the operations pick from (so they collide)
 
 /// One operation of a program.
 struct Op {
-  enum class Kind { kTransfer, kPull, kUnlink, kLink };
-  Kind kind = Kind::kTransfer;
+  OpKind kind = OpKind::kTransfer;
   int cluster = 2;
-  int start_us = 0;       ///< when it is called
-  int sync_delay_us = 0;  ///< transfer: time each synchronize_layer takes
+  int cluster2 = 0;         ///< transfer: a second config's cluster (0: one config)
+  int row = 0;              ///< the decoder row (block) it writes or reads
+  bool blocks_key = false;  ///< pull_blocks: B2B by BlocksCacheKey, else C2B by id
+  int start_us = 0;         ///< called at start_us µs plus its index in ps (ties in index order)
+  int sync_delay_us = 0;    ///< transfer: time each synchronize_layer takes
+  bool force = false;       ///< unlink: force=True
+  bool by_decoder = false;  ///< pull_cache: the decoder pulls prompt row `row` over its side
 };
 
 struct Program {
-  int decoders = 1;  ///< clusters 2.. (devices 8, 1, 9)
+  int decoders = 1;  ///< clusters 2.. (devices 8 RoCE, 1 HCCS, 9 RoCE)
   int layers = 1;
   int row_bytes = 64;
   bool strict = false;
+  bool remote = false;  ///< llm.EnableRemoteCacheAccessible=1 (v2 only)
+  bool v1 = false;      ///< kvsim.ApiVersion=1: the KvCacheManager, caches from llm.MemPoolConfig
   std::vector<Op> ops;
 };
 
-const char* name(Op::Kind k) {
-  switch (k) {
-    case Op::Kind::kTransfer:
-      return "transfer_cache_async";
-    case Op::Kind::kPull:
-      return "pull_cache";
-    case Op::Kind::kUnlink:
-      return "unlink_clusters";
-    case Op::Kind::kLink:
-      return "link_clusters";
-  }
-  return "?";
-}
-
 void showValue(const Program& p, std::ostream& os) {
   os << p.decoders << " decoder(s), " << p.layers << " layer(s) of " << p.row_bytes << " B rows, "
-     << (p.strict ? "strict" : "faithful") << "; program:";
+     << (p.strict ? "strict" : "faithful")
+     << (p.v1       ? ", v1"
+         : p.remote ? ", v2 remote-accessible"
+                    : ", v2")
+     << "; program:";
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
     const Op& o = p.ops[i];
-    os << " [" << i << "] t=" << o.start_us << "us " << name(o.kind) << "(cluster " << o.cluster;
-    if (o.kind == Op::Kind::kTransfer) os << ", sync " << o.sync_delay_us << "us/layer";
-    os << ");";
+    os << "\n  [" << i << "] t=" << o.start_us << "us " << to_string(o.kind) << "(cluster "
+       << o.cluster;
+    if (o.kind == OpKind::kTransfer && o.cluster2 != 0) os << " and " << o.cluster2;
+    if (o.kind != OpKind::kLink && o.kind != OpKind::kUnlink) os << ", row " << o.row;
+    if (o.kind == OpKind::kPullBlocks) os << (o.blocks_key ? ", BlocksCacheKey" : ", by id");
+    if (o.kind == OpKind::kTransfer) os << ", sync " << o.sync_delay_us << "us/layer";
+    if (o.kind == OpKind::kUnlink && o.force) os << ", force";
+    if (o.kind == OpKind::kPullCache && o.by_decoder) os << ", called by the decoder";
+    os << ")";
   }
 }
 
 rc::Gen<Program> gen_program() {
   return rc::gen::mapcat(rc::gen::inRange(1, 4), [](int decoders) {
     const auto op = rc::gen::build<Op>(
-        rc::gen::set(&Op::kind, rc::gen::weightedElement<Op::Kind>({{5, Op::Kind::kTransfer},
-                                                                    {3, Op::Kind::kPull},
-                                                                    {1, Op::Kind::kUnlink},
-                                                                    {1, Op::Kind::kLink}})),
+        rc::gen::set(&Op::kind, rc::gen::weightedElement<OpKind>({{4, OpKind::kTransfer},
+                                                                  {2, OpKind::kPullCache},
+                                                                  {2, OpKind::kPullBlocks},
+                                                                  {2, OpKind::kPushCache},
+                                                                  {2, OpKind::kPushBlocks},
+                                                                  {2, OpKind::kUnlink},
+                                                                  {2, OpKind::kLink}})),
         rc::gen::set(&Op::cluster, rc::gen::inRange(2, 2 + decoders)),
+        rc::gen::set(&Op::cluster2,
+                     rc::gen::weightedElement<int>(
+                         {{3, 0}, {1, 2}, {1, 1 + decoders}, {1, 2 + decoders / 2}})),
+        rc::gen::set(&Op::row, rc::gen::inRange(0, kSharedRows)),
+        rc::gen::set(&Op::blocks_key, rc::gen::arbitrary<bool>()),
         rc::gen::set(&Op::start_us, rc::gen::inRange(0, 40)),
-        rc::gen::set(&Op::sync_delay_us, rc::gen::inRange(0, 10)));
+        rc::gen::set(&Op::sync_delay_us, rc::gen::inRange(0, 10)),
+        rc::gen::set(&Op::force, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
+        rc::gen::set(&Op::by_decoder, rc::gen::arbitrary<bool>()));
     return rc::gen::build<Program>(
         rc::gen::set(&Program::decoders, rc::gen::just(decoders)),
         rc::gen::set(&Program::layers, rc::gen::inRange(1, 5)),
         rc::gen::set(&Program::row_bytes,
-                     rc::gen::map(rc::gen::inRange(1, 33), [](int n) { return 64 * n; })),
+                     rc::gen::map(rc::gen::inRange(1, 9), [](int n) { return 64 * n; })),
         rc::gen::set(&Program::strict, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
-        rc::gen::set(&Program::ops, rc::gen::mapcat(rc::gen::inRange(1, 7), [op](int n) {
-          return rc::gen::container<std::vector<Op>>(static_cast<std::size_t>(n), op);
-        })));
+        rc::gen::set(&Program::remote, rc::gen::arbitrary<bool>()),
+        rc::gen::set(&Program::v1, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
+        rc::gen::set(
+            &Program::ops,
+            // At most kRows operations, cut from a list that shrinks by dropping operations.
+            rc::gen::map(rc::gen::nonEmpty(rc::gen::container<std::vector<Op>>(op)),
+                         [](std::vector<Op> ops) {
+                           if (ops.size() > static_cast<std::size_t>(kRows)) ops.resize(kRows);
+                           return ops;
+                         })));
   });
 }
 
@@ -88,13 +125,68 @@ int device_of(int cluster) {
   return cluster == 2 ? 8 : cluster == 3 ? 1 : 9;
 }
 
+/// One hold of a mutex as impl took it.
+struct ObservedHold {
+  std::string lock;
+  Time requested = 0;
+  Time acquired = 0;
+  Time released = 0;
+};
+
+/// Records every hold of every mutex impl makes (the layer right under impl).
+class LockLog final : public ForwardingPlatform {
+ public:
+  using ForwardingPlatform::ForwardingPlatform;
+  std::unique_ptr<impl::Mutex> make_mutex(const std::string& name) override;
+  std::vector<ObservedHold> holds;
+};
+
+class LoggedMutex final : public impl::Mutex {
+ public:
+  LoggedMutex(LockLog& log, std::string name, std::unique_ptr<impl::Mutex> inner)
+      : log_(log), name_(std::move(name)), inner_(std::move(inner)) {}
+  void lock() override {
+    const Time asked = log_.now();
+    inner_->lock();
+    open(asked);
+  }
+  bool try_lock() override {
+    if (!inner_->try_lock()) return false;
+    open(log_.now());
+    return true;
+  }
+  void unlock() override {
+    // The oldest open hold: the only one unless the mutex lets several in (ignore_lock).
+    if (!open_.empty()) {
+      log_.holds[open_.front()].released = log_.now();
+      open_.pop_front();
+    }
+    inner_->unlock();
+  }
+  bool locked() const override { return inner_->locked(); }
+
+ private:
+  void open(Time asked) {
+    log_.holds.push_back({name_, asked, log_.now(), 0});
+    open_.push_back(log_.holds.size() - 1);
+  }
+  LockLog& log_;
+  std::string name_;
+  std::unique_ptr<impl::Mutex> inner_;
+  std::deque<std::size_t> open_;
+};
+
+std::unique_ptr<impl::Mutex> LockLog::make_mutex(const std::string& name) {
+  return std::make_unique<LoggedMutex>(*this, name, inner_.make_mutex(name));
+}
+
 /// What one operation did.
 struct Observed {
   Time called = 0;
   Time ended = 0;
-  CallOutcome outcome{};                   ///< raised by the call (or link codes)
-  std::optional<LLMStatusCode> result{};   ///< transfer: the config's result
-  std::size_t concurrent_diagnostics = 0;  ///< transfer: kConcurrentTransfer entries
+  bool finished = false;
+  CallOutcome outcome{};
+  std::vector<std::optional<LLMStatusCode>> results{};
 };
 
 class DelayedSync final : public impl::LayerSynchronizer {
@@ -110,269 +202,515 @@ class DelayedSync final : public impl::LayerSynchronizer {
   Time delay_;
 };
 
-bool overlap(Time a0, Time a1, Time b0, Time b1) {
-  return a0 < b1 && b0 < a1;
+/// A cache and the shadow of its bytes.
+struct Cache {
+  impl::CacheView view;
+  std::vector<std::vector<std::uint8_t>> shadow;  ///< per tensor
+};
+
+/// Where an address is: (cache, tensor, offset), found in a list of caches.
+struct Place {
+  Cache* cache = nullptr;
+  std::size_t tensor = 0;
+  std::uint64_t offset = 0;
+};
+
+std::optional<Place> place_of(std::vector<Cache*>& caches, std::uint64_t addr,
+                              std::uint64_t tensor_bytes) {
+  for (Cache* c : caches) {
+    for (std::size_t t = 0; t < c->view.tensor_addrs.size(); ++t) {
+      const std::uint64_t base = c->view.tensor_addrs[t];
+      if (addr >= base && addr < base + tensor_bytes) return Place{c, t, addr - base};
+    }
+  }
+  return std::nullopt;
 }
 
-RC_GTEST_PROP(Concurrency, ScheduleObeysTheLockRulesAndBytesStayIntact, ()) {
+std::string us(Time t, Time t0) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.6fus", static_cast<double>(t - t0) / static_cast<double>(kUs));
+  return buf;
+}
+
+std::string show_outcome(const CallOutcome& o) {
+  CallOutcome plain = o;
+  plain.what.clear();
+  return rc::toString(plain);
+}
+
+std::string show_results(const std::vector<std::optional<LLMStatusCode>>& r) {
+  if (r.empty()) return "";
+  std::string s = " results [";
+  for (std::size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + show_result(r[i]);
+  return s + "]";
+}
+
+RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   const Program prog = *gen_program();
-  const auto n_ops = prog.ops.size();
+  const std::size_t n_ops = prog.ops.size();
+  const int L = prog.layers;
+  const auto R = static_cast<std::uint64_t>(prog.row_bytes);
   Harness h;
-  std::map<std::string, std::string> mode;
+  LockLog log(h.platform());
+  std::map<std::string, std::string> mode = {
+      {impl::kOptionSyncKvCacheWaitTime, std::to_string(kSyncTimeoutMs)}};
   if (prog.strict) mode[impl::kOptionKvsimStrict] = "1";
-  auto p = h.make_dist(LLMRole::PROMPT, 1, 0, false, mode);
-  std::vector<std::unique_ptr<impl::LLMDataDist>> decoders;
-  // Row i of every cache belongs to operation i, so that operations never share bytes.
-  const auto rows = static_cast<std::int64_t>(n_ops);
-  const impl::CacheDesc desc(2 * prog.layers, {rows, prog.row_bytes}, impl::DataType::DT_INT8);
-  const std::uint64_t tensor = desc.size();
-  const auto stride = static_cast<std::uint64_t>(prog.row_bytes);
-  auto make_cache = [&](impl::LLMDataDist& dist, int device, std::uint64_t seed) {
-    std::vector<std::uint64_t> addrs;
-    for (int t = 0; t < 2 * prog.layers; ++t) {
-      addrs.push_back(h.alloc(device, tensor, seed + static_cast<std::uint64_t>(t)));
-    }
-    return dist.cache_manager().register_cache(desc, addrs);
+  const bool remote = prog.remote && !prog.v1;
+  if (remote) mode[impl::kOptionEnableRemoteCacheAccessible] = "1";
+  if (prog.v1) {
+    mode[impl::kOptionKvsimApiVersion] = "1";
+    mode[impl::kOptionMemPoolConfig] = "{\"memory_size\": 8388608}";
+  }
+  auto make_dist = [&](LLMRole role, int cluster, int device, bool listen) {
+    auto dist = std::make_unique<impl::LLMDataDist>(log, h.world().directory(), role,
+                                                    static_cast<std::uint64_t>(cluster));
+    std::map<std::string, std::string> options = sim::engine_options(log, device, listen);
+    for (const auto& [k, v] : mode) options[k] = v;
+    dist->init(options);
+    return dist;
   };
-  const impl::CacheView src = make_cache(*p, 0, 100);
-  const impl::CacheView local = make_cache(*p, 0, 200);
-  std::vector<impl::CacheView> remote;
+
+  const impl::CacheDesc desc(2 * L, {kRows, prog.row_bytes}, impl::DataType::DT_INT8);
+  const std::uint64_t tensor_bytes = desc.size();
+  std::uint64_t seed = 100;
+  auto make_cache = [&](impl::LLMDataDist& dist, int device, bool blocks,
+                        std::optional<impl::BlocksCacheKey> key) {
+    std::vector<std::vector<std::uint8_t>> shadow;
+    if (prog.v1) {
+      impl::KvCacheManager& km = dist.kv_cache_manager();
+      const impl::KvCache c =
+          blocks ? km.allocate_blocks_cache(desc, key) : km.allocate_cache(desc);
+      for (std::uint64_t addr : c.view().tensor_addrs) {
+        shadow.push_back(pattern(tensor_bytes, seed++));
+        h.write(addr, shadow.back());
+      }
+      return Cache{c.view(), std::move(shadow)};
+    }
+    std::vector<std::uint64_t> addrs;
+    for (int t = 0; t < 2 * L; ++t) {
+      shadow.push_back(pattern(tensor_bytes, seed++));
+      // 2 MiB aligned like Harness::alloc, so that nothing else lies right after a tensor.
+      const auto addr =
+          h.recorder().allocate(device, impl::Placement::DEVICE, tensor_bytes, 2 << 20);
+      RC_ASSERT(addr.has_value());
+      h.write(*addr, shadow.back());
+      addrs.push_back(*addr);
+    }
+    return Cache{blocks ? dist.cache_manager().register_blocks_cache(desc, addrs, key)
+                        : dist.cache_manager().register_cache(desc, addrs),
+                 std::move(shadow)};
+  };
+  auto p = make_dist(LLMRole::PROMPT, 1, 0, false);
+  Cache src = make_cache(*p, 0, false, std::nullopt);
+  Cache src_blocks = make_cache(*p, 0, true, std::nullopt);
+  Cache local = make_cache(*p, 0, false, std::nullopt);
+  Cache local_blocks = make_cache(*p, 0, true, std::nullopt);
+  std::vector<std::unique_ptr<impl::LLMDataDist>> decoders;
+  std::vector<Cache> dst;
+  std::vector<Cache> dst_blocks;
+  std::vector<Cache> dec_local;  ///< where the decoder's own pulls land
   for (int k = 0; k < prog.decoders; ++k) {
     const int cluster = 2 + k;
-    decoders.push_back(h.make_dist(LLMRole::DECODER, static_cast<std::uint64_t>(cluster),
-                                   device_of(cluster), true, mode));
-    remote.push_back(make_cache(*decoders.back(), device_of(cluster), 300 + 100 * k));
+    decoders.push_back(make_dist(LLMRole::DECODER, cluster, device_of(cluster), true));
+    dst.push_back(make_cache(*decoders.back(), device_of(cluster), false, std::nullopt));
+    dec_local.push_back(make_cache(*decoders.back(), device_of(cluster), false, std::nullopt));
+    dst_blocks.push_back(make_cache(*decoders.back(), device_of(cluster), true,
+                                    impl::BlocksCacheKey{static_cast<std::uint64_t>(cluster), 0}));
     RC_ASSERT(h.link(*p, static_cast<std::uint64_t>(cluster), device_of(cluster)) ==
               LLMStatusCode::LLM_SUCCESS);
   }
   h.recorder().batches.clear();
+  log.holds.clear();
+  const std::size_t diagnostics_before = h.world().directory().diagnostics().entries().size();
   const Time t0 = h.platform().now();
+  auto call_time = [&](std::size_t i) {
+    return t0 + static_cast<Time>(prog.ops[i].start_us) * kUs + i;
+  };
 
   std::vector<Observed> seen(n_ops);
-  std::vector<bool> finished(n_ops, false);
   for (std::size_t i = 0; i < n_ops; ++i) {
     h.platform().spawn("op", [&, i] {
       const Op& op = prog.ops[i];
       const auto cluster = static_cast<std::uint64_t>(op.cluster);
-      const auto row = static_cast<std::uint64_t>(i);
+      const auto k = static_cast<std::size_t>(op.cluster - 2);
+      const auto row = static_cast<std::int64_t>(op.row);
+      const auto mine = static_cast<std::int64_t>(i);
       Observed& o = seen[i];
-      h.platform().sleep(static_cast<Time>(op.start_us) * kUs);
+      h.platform().sleep(call_time(i) - t0);
       o.called = h.platform().now();
+      // v1 calls go to the KvCacheManager; push_* to the CacheManager, which v1 refuses.
+      auto cm = [&]() -> impl::CacheManager& { return p->cache_manager(); };
+      auto transfer = [&](std::vector<impl::AnyTransferConfig>& configs,
+                          std::shared_ptr<impl::LayerSynchronizer> sync) {
+        return prog.v1 ? p->kv_cache_manager().transfer_cache_async(impl::KvCache(src.view),
+                                                                    std::move(sync), configs)
+                       : cm().transfer_cache_async(src.view, std::move(sync), configs);
+      };
+      auto pull_blocks = [&](const impl::PullBlocksKey& key, std::vector<std::int64_t> from) {
+        if (prog.v1) {
+          p->kv_cache_manager().pull_blocks(key, impl::KvCache(local_blocks.view), from, {mine});
+        } else {
+          cm().pull_blocks(key, local_blocks.view, from, {mine});
+        }
+      };
+      const impl::CacheKeyByIdAndIndex row_key(cluster, dst[k].view.cache_id, row);
+      const impl::BlocksCacheKey blocks_key{cluster, 0};
       switch (op.kind) {
-        case Op::Kind::kTransfer: {
-          std::vector<std::uint64_t> addrs;
-          for (std::uint64_t a : remote[static_cast<std::size_t>(op.cluster - 2)].tensor_addrs) {
-            addrs.push_back(a + row * stride);
+        case OpKind::kTransfer: {
+          std::vector<impl::AnyTransferConfig> configs;
+          for (const int c : {op.cluster, op.cluster2}) {
+            if (c == 0) continue;
+            const auto& d = dst[static_cast<std::size_t>(c - 2)].view;
+            const impl::LayerRange all{0, L};
+            if (remote) {
+              configs.emplace_back(impl::TransferWithCacheKeyConfig(
+                  impl::CacheKeyByIdAndIndex(static_cast<std::uint64_t>(c), d.cache_id, row), all,
+                  all, mine));
+            } else {
+              std::vector<std::uint64_t> addrs;
+              for (std::uint64_t a : d.tensor_addrs) addrs.push_back(a + op.row * R);
+              configs.emplace_back(
+                  impl::TransferConfig(static_cast<std::uint64_t>(c), addrs, all, mine));
+            }
           }
-          std::vector<impl::AnyTransferConfig> configs = {impl::TransferConfig(
-              cluster, addrs, impl::LayerRange{0, prog.layers}, static_cast<std::int64_t>(row))};
           auto sync = std::make_shared<DelayedSync>(h.platform(),
                                                     static_cast<Time>(op.sync_delay_us) * kUs);
           o.outcome = outcome_of([&] {
-            auto task = p->cache_manager().transfer_cache_async(src, sync, configs);
-            for (const impl::Diagnostic& d : task.diagnostics()) {
-              if (d.kind == impl::DiagnosticKind::kConcurrentTransfer) ++o.concurrent_diagnostics;
-            }
-            o.result = task.get_results().front();
+            auto task = transfer(configs, sync);
+            o.results = task.get_results();
           });
           break;
         }
-        case Op::Kind::kPull:
+        case OpKind::kPullCache:
           o.outcome = outcome_of([&] {
-            p->cache_manager().pull_cache(
-                impl::CacheKeyByIdAndIndex(
-                    cluster, remote[static_cast<std::size_t>(op.cluster - 2)].cache_id,
-                    static_cast<std::int64_t>(row)),
-                local, static_cast<std::int64_t>(row));
+            const impl::CacheKeyByIdAndIndex prompt_row(1, src.view.cache_id, row);
+            if (op.by_decoder && prog.v1) {
+              decoders[k]->kv_cache_manager().pull_cache(prompt_row,
+                                                         impl::KvCache(dec_local[k].view), mine);
+            } else if (op.by_decoder) {
+              decoders[k]->cache_manager().pull_cache(prompt_row, dec_local[k].view, mine);
+            } else if (prog.v1) {
+              p->kv_cache_manager().pull_cache(row_key, impl::KvCache(local.view), mine);
+            } else {
+              cm().pull_cache(row_key, local.view, mine);
+            }
           });
           break;
-        case Op::Kind::kUnlink:
-          o.outcome = llm_outcome(
-              p->unlink_clusters({h.cluster_info(cluster, device_of(op.cluster))}).first);
+        case OpKind::kPullBlocks:
+          o.outcome = outcome_of([&] {
+            if (op.blocks_key) {
+              pull_blocks(blocks_key, {row});
+            } else {
+              pull_blocks(row_key, {});
+            }
+          });
           break;
-        case Op::Kind::kLink:
+        case OpKind::kPushCache:
+          o.outcome = outcome_of([&] { cm().push_cache(row_key, src.view, mine); });
+          break;
+        case OpKind::kPushBlocks:
+          o.outcome =
+              outcome_of([&] { cm().push_blocks(blocks_key, src_blocks.view, {mine}, {row}); });
+          break;
+        case OpKind::kUnlink:
+          o.outcome = llm_outcome(
+              p->unlink_clusters({h.cluster_info(cluster, device_of(op.cluster))}, 3000, op.force)
+                  .first);
+          break;
+        case OpKind::kLink:
           o.outcome = llm_outcome(h.link(*p, cluster, device_of(op.cluster)));
           break;
       }
       o.ended = h.platform().now();
-      finished[i] = true;
+      o.finished = true;
     });
   }
   h.systemc().run_until_idle();
-
-  std::ostringstream events;
-  for (std::size_t i = 0; i < n_ops; ++i) {
-    events << "  [" << i << "] " << name(prog.ops[i].kind) << " " << (seen[i].called - t0) / kUs
-           << "-" << (seen[i].ended - t0) / kUs << "us: " << rc::toString(seen[i].outcome)
-           << (seen[i].result ? " result " + show_result(seen[i].result) : std::string()) << "\n";
-  }
-  RC_LOG() << "operations:\n" << events.str() << "batches:\n" << show_batches(h.recorder().batches);
-  for (std::size_t i = 0; i < n_ops; ++i) RC_ASSERT(finished[i]);
+  for (std::size_t i = 0; i < n_ops; ++i) RC_ASSERT(seen[i].finished);
   RC_ASSERT(h.job_failures().empty());
 
-  // Which decoder a batch talks to, and whether it is a transfer (source on device 0).
-  auto peer_of = [&](const Batch& b, bool* transfer) {
-    const auto where = h.recorder().locate(b.descriptors.front().dst_addr, 1);
-    *transfer = where && where->device != 0;
-    const auto far = *transfer ? where : h.recorder().locate(b.descriptors.front().src_addr, 1);
-    return far ? far->device : -1;
-  };
-  const auto& batches = h.recorder().batches;
-  for (std::size_t a = 0; a < batches.size(); ++a) {
-    RC_ASSERT(batches[a].finished.has_value());
-    for (std::size_t b = a + 1; b < batches.size(); ++b) {
-      bool ta = false;
-      bool tb = false;
-      const int pa = peer_of(batches[a], &ta);
-      const int pb = peer_of(batches[b], &tb);
-      const bool both_overlap =
-          overlap(batches[a].posted, *batches[a].finished, batches[b].posted, *batches[b].finished);
-      // One lock per link: nothing else on that link while a batch runs (§3.4).
-      RC_ASSERT(!(pa == pb && both_overlap));
-      // One process-wide transfer mutex: per-layer transfers never overlap (§3.4).
-      RC_ASSERT(!(ta && tb && both_overlap));
-    }
+  // Observed batches by operation: pulls write their own local row (the decoder's own pulls read
+  // a shared prompt row), transfers and pushes read their own prompt row.
+  std::vector<Cache*> own_src = {&src, &src_blocks};
+  std::vector<Cache*> own_dst = {&local, &local_blocks};
+  for (auto& c : dec_local) own_dst.push_back(&c);
+  std::vector<std::vector<const Batch*>> batches_of(n_ops);
+  for (const Batch& b : h.recorder().batches) {
+    RC_ASSERT(!b.descriptors.empty());
+    std::optional<Place> at = place_of(own_dst, b.descriptors.front().dst_addr, tensor_bytes);
+    if (!at) at = place_of(own_src, b.descriptors.front().src_addr, tensor_bytes);
+    RC_ASSERT(at.has_value());
+    const std::size_t op = at->offset / R;
+    RC_ASSERT(op < n_ops);
+    batches_of[op].push_back(&b);
   }
 
-  // Link state per cluster at each moment: "stable" intervals are those no link/unlink of that
-  // cluster overlaps; there the state is known from the link/unlink calls that ended before.
-  auto state_during = [&](std::size_t i) -> std::optional<bool> {
-    const Op& op = prog.ops[i];
-    bool up = true;
-    std::vector<std::size_t> changes;
-    for (std::size_t j = 0; j < n_ops; ++j) {
-      const Op& other = prog.ops[j];
-      if (j == i || other.cluster != op.cluster) continue;
-      if (other.kind != Op::Kind::kLink && other.kind != Op::Kind::kUnlink) continue;
-      // Touching intervals count as overlapping: at one instant either may go first.
-      if (seen[j].ended < seen[i].called || seen[j].called > seen[i].ended) {
-        if (seen[j].ended < seen[i].called) changes.push_back(j);
-        continue;
-      }
-      return std::nullopt;  // overlaps a change of this link
-    }
-    std::sort(changes.begin(), changes.end(),
-              [&](std::size_t a, std::size_t b) { return seen[a].ended < seen[b].ended; });
-    for (std::size_t j : changes) {
-      if (seen[j].outcome.kind == CallOutcome::Kind::kOk) up = prog.ops[j].kind == Op::Kind::kLink;
-    }
-    return up;
-  };
-
-  std::vector<std::vector<std::uint8_t>> remote_expected;
-  for (int k = 0; k < prog.decoders; ++k) {
-    for (int t = 0; t < 2 * prog.layers; ++t) {
-      remote_expected.push_back(pattern(tensor, 300 + 100 * static_cast<std::uint64_t>(k) + t));
-    }
-  }
-  std::vector<std::vector<std::uint8_t>> local_expected;
-  for (int t = 0; t < 2 * prog.layers; ++t) local_expected.push_back(pattern(tensor, 200 + t));
-
+  concurrency::ProgramSpec spec;
+  spec.layers = L;
+  spec.strict = prog.strict;
+  spec.remote_accessible = remote;
+  spec.v1 = prog.v1;
+  spec.sync_timeout = impl::from_ms(kSyncTimeoutMs);
+  for (int k = 0; k < prog.decoders; ++k) spec.linked_at_start.insert(2 + k);
   for (std::size_t i = 0; i < n_ops; ++i) {
     const Op& op = prog.ops[i];
-    const Observed& o = seen[i];
-    const std::optional<bool> up = state_during(i);
-    const auto k = static_cast<std::size_t>(op.cluster - 2);
-    RC_LOG() << "checking [" << i << "], link " << (up ? (*up ? "up" : "down") : "changing")
-             << "\n";
-    if (op.kind == Op::Kind::kTransfer) {
-      // Tasks in flight at the call: called before, still running (ties: either).
-      std::size_t in_flight = 0;
-      bool tie = false;
-      for (std::size_t j = 0; j < n_ops; ++j) {
-        if (j == i || prog.ops[j].kind != Op::Kind::kTransfer) continue;
-        const bool started = seen[j].outcome.kind == CallOutcome::Kind::kOk;
-        if (!started) continue;
-        if (seen[j].called == o.called || seen[j].ended == o.called) tie = true;
-        if (seen[j].called < o.called && seen[j].ended > o.called) ++in_flight;
+    concurrency::OpSpec s;
+    s.kind = op.kind;
+    s.clusters = {op.cluster};
+    if (op.kind == OpKind::kTransfer && op.cluster2 != 0) s.clusters.push_back(op.cluster2);
+    s.call = call_time(i);
+    s.sync_delay = static_cast<Time>(op.sync_delay_us) * kUs;
+    s.force = op.force;
+    if (op.kind == OpKind::kPullCache && op.by_decoder) s.issuer = op.cluster;
+    spec.ops.push_back(s);
+  }
+  concurrency::Durations durations;
+  durations.batch = [&](std::size_t op, std::size_t k) -> std::optional<concurrency::BatchService> {
+    if (k >= batches_of[op].size() || !batches_of[op][k]->finished) return std::nullopt;
+    const Batch& b = *batches_of[op][k];
+    return concurrency::BatchService{*b.finished - b.posted, b.ok};
+  };
+  durations.round_trip = [&](int cluster) { return log.round_trip(0, device_of(cluster)); };
+
+  // The observed run in the model's terms, for comparison.
+  using HoldKey = std::tuple<std::string, Time, Time, Time>;
+  std::vector<HoldKey> observed_holds;
+  for (const ObservedHold& x : log.holds) {
+    observed_holds.emplace_back(x.lock, x.requested, x.acquired, x.released);
+  }
+  std::sort(observed_holds.begin(), observed_holds.end());
+  using DiagKey = std::tuple<int, Time, std::uint64_t>;
+  const auto& all_diagnostics = h.world().directory().diagnostics().entries();
+  std::vector<DiagKey> observed_diagnostics;
+  for (std::size_t j = diagnostics_before; j < all_diagnostics.size(); ++j) {
+    const impl::Diagnostic& d = all_diagnostics[j];
+    observed_diagnostics.emplace_back(static_cast<int>(d.kind), d.time,
+                                      d.peer_cluster_id.value_or(0));
+  }
+  std::sort(observed_diagnostics.begin(), observed_diagnostics.end());
+
+  // The first difference between a prediction and the run, or "".
+  auto difference = [&](const concurrency::Prediction& pr) -> std::string {
+    std::ostringstream os;
+    for (std::size_t i = 0; i < n_ops; ++i) {
+      const concurrency::OpOutcome& want = pr.ops[i];
+      const Observed& got = seen[i];
+      const CallOutcome want_outcome = llm_outcome(want.raised);
+      if (got.called != want.called || got.ended != want.ended || got.outcome != want_outcome ||
+          got.results != want.results) {
+        os << "[" << i << "] predicted " << us(want.called, t0) << "-" << us(want.ended, t0) << " "
+           << show_outcome(want_outcome) << show_results(want.results) << ", observed "
+           << us(got.called, t0) << "-" << us(got.ended, t0) << " " << show_outcome(got.outcome)
+           << show_results(got.results);
+        return os.str();
       }
-      if (prog.strict) {
-        if (!tie) {
-          RC_ASSERT(o.outcome ==
-                    (in_flight > 0 ? llm_outcome(LLMStatusCode::LLM_LINK_BUSY) : CallOutcome{}));
+    }
+    if (pr.unobserved_batches > 0) {
+      return std::to_string(pr.unobserved_batches) + " predicted batch(es) never posted";
+    }
+    for (std::size_t i = 0; i < n_ops; ++i) {
+      std::size_t predicted = 0;
+      for (const concurrency::BatchPost& b : pr.batches) {
+        if (b.op != i) continue;
+        ++predicted;
+        if (b.index < batches_of[i].size() && batches_of[i][b.index]->posted != b.posted) {
+          os << "[" << i << "] batch " << b.index << " predicted posted at " << us(b.posted, t0)
+             << ", observed at " << us(batches_of[i][b.index]->posted, t0);
+          return os.str();
         }
-        if (o.outcome.kind != CallOutcome::Kind::kOk) continue;
-      } else {
-        RC_ASSERT(o.outcome.kind == CallOutcome::Kind::kOk);
-        if (!tie) RC_ASSERT(o.concurrent_diagnostics == (in_flight > 0 ? 1u : 0u));
       }
-      RC_ASSERT(o.result.has_value());
-      if (up) {
-        RC_ASSERT(*o.result ==
-                  (*up ? LLMStatusCode::LLM_SUCCESS : LLMStatusCode::LLM_NOT_YET_LINK));
-      } else {
-        RC_ASSERT(*o.result == LLMStatusCode::LLM_SUCCESS ||
-                  *o.result == LLMStatusCode::LLM_NOT_YET_LINK);
+      if (predicted != batches_of[i].size()) {
+        os << "[" << i << "] posts " << batches_of[i].size() << " batch(es), predicted "
+           << predicted;
+        return os.str();
       }
-      // Landed layers: the batches that carry this operation's source row.
-      int landed = 0;
-      for (const Batch& b : batches) {
-        for (int layer = 0; layer < prog.layers; ++layer) {
-          if (b.ok && b.descriptors.front().src_addr ==
-                          src.tensor_addrs[static_cast<std::size_t>(2 * layer)] + i * stride) {
-            RC_ASSERT(layer == landed);  // layers go in order, each once
-            ++landed;
-            for (int t = 0; t < 2; ++t) {
-              const auto tensor_index = static_cast<std::size_t>(2 * layer + t);
-              const auto bytes = pattern(tensor, 100 + tensor_index);
-              std::copy_n(
-                  bytes.begin() + static_cast<std::ptrdiff_t>(i * stride), stride,
-                  remote_expected[k * 2 * static_cast<std::size_t>(prog.layers) + tensor_index]
-                          .begin() +
-                      static_cast<std::ptrdiff_t>(i * stride));
+    }
+    std::vector<HoldKey> holds;
+    for (const concurrency::LockHold& x : pr.holds) {
+      holds.emplace_back(x.lock, x.requested, x.acquired, x.released);
+    }
+    std::sort(holds.begin(), holds.end());
+    if (holds != observed_holds) return "the mutex holds differ";
+    std::vector<DiagKey> diagnostics;
+    for (const concurrency::DiagnosticEvent& d : pr.diagnostics) {
+      diagnostics.emplace_back(static_cast<int>(d.kind), d.time, d.peer.value_or(0));
+    }
+    std::sort(diagnostics.begin(), diagnostics.end());
+    if (diagnostics != observed_diagnostics) return "the diagnostics differ";
+    return "";
+  };
+
+  const concurrency::SearchResult found = concurrency::search(
+      spec, durations, [&](const concurrency::Prediction& pr) { return difference(pr).empty(); },
+      4096);
+  RC_CLASSIFY(found.runs > 1, "another order of simultaneous events");
+
+  const concurrency::Prediction& shown = found.match ? *found.match : found.first;
+  std::ostringstream report;
+  report << (found.match ? "the matching prediction" : "the default prediction")
+         << " (P) against the run (O), times from the first call:\n";
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    const concurrency::OpOutcome& want = shown.ops[i];
+    report << "  [" << i << "] " << to_string(prog.ops[i].kind) << " P " << us(want.called, t0)
+           << "-" << us(want.ended, t0) << " " << show_outcome(llm_outcome(want.raised))
+           << show_results(want.results) << "\n      O " << us(seen[i].called, t0) << "-"
+           << us(seen[i].ended, t0) << " " << show_outcome(seen[i].outcome)
+           << show_results(seen[i].results) << "\n";
+    for (const concurrency::LockHold& x : shown.holds) {
+      if (x.op != i) continue;
+      report << "      P holds " << x.lock << ": asked " << us(x.requested, t0) << ", got "
+             << us(x.acquired, t0) << ", released " << us(x.released, t0) << "\n";
+    }
+    for (const concurrency::BatchPost& b : shown.batches) {
+      if (b.op != i) continue;
+      report << "      P batch " << b.index << " (layer " << b.layer << ", cluster " << b.cluster
+             << ") posted " << us(b.posted, t0) << ", done " << us(b.finished, t0)
+             << (b.timed_out ? " (timed out)" : "") << "\n";
+    }
+    for (const concurrency::DiagnosticEvent& d : shown.diagnostics) {
+      if (d.op == i) report << "      P diagnostic " << impl::to_string(d.kind) << "\n";
+    }
+  }
+  report << "  completion order P:";
+  for (std::size_t i : shown.completion_order()) report << " " << i;
+  std::vector<std::size_t> observed_order(n_ops);
+  std::iota(observed_order.begin(), observed_order.end(), std::size_t{0});
+  std::stable_sort(observed_order.begin(), observed_order.end(),
+                   [&](std::size_t a, std::size_t b) { return seen[a].ended < seen[b].ended; });
+  report << ", O:";
+  for (std::size_t i : observed_order) report << " " << i;
+  report << "\n  observed holds:\n";
+  for (const ObservedHold& x : log.holds) {
+    report << "    " << x.lock << ": asked " << us(x.requested, t0) << ", got "
+           << us(x.acquired, t0) << ", released " << us(x.released, t0) << "\n";
+  }
+  report << "  observed diagnostics:";
+  for (std::size_t j = diagnostics_before; j < all_diagnostics.size(); ++j) {
+    report << " " << impl::to_string(all_diagnostics[j].kind) << "@"
+           << us(all_diagnostics[j].time, t0);
+  }
+  report << "\n  observed batches:\n";
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    for (std::size_t k = 0; k < batches_of[i].size(); ++k) {
+      const Batch& b = *batches_of[i][k];
+      report << "    [" << i << "] batch " << k << ": posted " << us(b.posted, t0) << ", done "
+             << (b.finished ? us(*b.finished, t0) : std::string("never"))
+             << (b.ok ? "" : ", failed") << ", " << b.descriptors.size() << " descriptor(s)\n";
+    }
+  }
+  RC_LOG() << report.str();
+  if (!found.match) {
+    const std::string why =
+        ("no order of simultaneous events lets the rules give this run (" +
+         std::to_string(found.runs) + " tried" + (found.exhausted ? "" : ", limit reached") +
+         "); with the default order: " + difference(found.first));
+    RC_FAIL(why);
+  }
+  const concurrency::Prediction& pr = *found.match;
+  RC_CLASSIFY(std::any_of(pr.holds.begin(), pr.holds.end(),
+                          [](const auto& x) { return x.acquired > x.requested; }),
+              "some operation waited for a mutex");
+  RC_CLASSIFY(std::any_of(pr.ops.begin(), pr.ops.end(),
+                          [](const auto& o) { return o.raised == LLMStatusCode::LLM_LINK_BUSY; }),
+              "strict mode raised LLM_LINK_BUSY");
+  RC_CLASSIFY(
+      std::any_of(pr.diagnostics.begin(), pr.diagnostics.end(),
+                  [](const auto& d) { return d.kind == impl::DiagnosticKind::kLinkCallOverlap; }),
+      "v1: a pull and a task overlapped on a link");
+  RC_CLASSIFY(std::any_of(pr.ops.begin(), pr.ops.end(),
+                          [](const auto& o) {
+                            return o.raised == LLMStatusCode::LLM_NOT_YET_LINK ||
+                                   std::count(o.results.begin(), o.results.end(),
+                                              LLMStatusCode::LLM_NOT_YET_LINK) > 0;
+                          }),
+              "some operation found its link down");
+  RC_CLASSIFY(
+      std::any_of(
+          pr.batches.begin(), pr.batches.end(),
+          [&](const concurrency::BatchPost& read) {
+            const Op& r = prog.ops[read.op];
+            if (r.kind != OpKind::kPullCache && r.kind != OpKind::kPullBlocks) {
+              return false;
             }
+            const bool blocks = r.kind == OpKind::kPullBlocks && r.blocks_key;
+            return std::any_of(pr.batches.begin(), pr.batches.end(), [&](const auto& write) {
+              const Op& w = prog.ops[write.op];
+              const bool writes_blocks = w.kind == OpKind::kPushBlocks;
+              return w.row == r.row && write.cluster == read.cluster &&
+                     write.finished <= read.posted && (writes_blocks == blocks) &&
+                     (w.kind == OpKind::kTransfer || w.kind == OpKind::kPushCache || writes_blocks);
+            });
+          }),
+      "a pull read what a transfer or push wrote");
+
+  // Bytes: replay the predicted batches in completion order on the shadows. A timed-out batch
+  // lands after its caller moved on, out of the lock order: bytes are then not predicted.
+  const bool timed_out = std::any_of(pr.batches.begin(), pr.batches.end(),
+                                     [](const concurrency::BatchPost& b) { return b.timed_out; });
+  if (timed_out) return;
+  std::vector<concurrency::BatchPost> order = pr.batches;
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.finished < b.finished; });
+  auto copy_row = [&](Cache& from, std::size_t t, std::uint64_t from_row, Cache& to,
+                      std::uint64_t to_row) {
+    std::copy_n(from.shadow[t].begin() + static_cast<std::ptrdiff_t>(from_row * R), R,
+                to.shadow[t].begin() + static_cast<std::ptrdiff_t>(to_row * R));
+  };
+  for (const concurrency::BatchPost& b : order) {
+    if (!b.ok) continue;
+    const Op& op = prog.ops[b.op];
+    const auto k = static_cast<std::size_t>(b.cluster - 2);
+    const auto row = static_cast<std::uint64_t>(op.row);
+    for (std::size_t t = 0; t < static_cast<std::size_t>(2 * L); ++t) {
+      const bool in_layer = b.layer < 0 || t / 2 == static_cast<std::size_t>(b.layer);
+      if (!in_layer) continue;
+      switch (op.kind) {
+        case OpKind::kTransfer:
+        case OpKind::kPushCache:
+          copy_row(src, t, b.op, dst[k], row);
+          break;
+        case OpKind::kPushBlocks:
+          copy_row(src_blocks, t, b.op, dst_blocks[k], row);
+          break;
+        case OpKind::kPullCache:
+          if (op.by_decoder) {
+            copy_row(src, t, row, dec_local[k], b.op);
+          } else {
+            copy_row(dst[k], t, row, local, b.op);
           }
-        }
-      }
-      if (*o.result == LLMStatusCode::LLM_SUCCESS) RC_ASSERT(landed == prog.layers);
-    } else if (op.kind == Op::Kind::kPull) {
-      if (up) {
-        RC_ASSERT(o.outcome ==
-                  (*up ? CallOutcome{} : llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)));
-      } else {
-        RC_ASSERT(o.outcome == CallOutcome{} ||
-                  o.outcome == llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK));
-      }
-      if (o.outcome.kind == CallOutcome::Kind::kOk) {
-        for (int t = 0; t < 2 * prog.layers; ++t) {
-          const auto r = pattern(tensor, 300 + 100 * k + static_cast<std::uint64_t>(t));
-          std::copy_n(r.begin() + static_cast<std::ptrdiff_t>(i * stride), stride,
-                      local_expected[static_cast<std::size_t>(t)].begin() +
-                          static_cast<std::ptrdiff_t>(i * stride));
-        }
-      }
-    } else {
-      const bool link = op.kind == Op::Kind::kLink;
-      if (up) {
-        const LLMStatusCode want =
-            link ? (*up ? LLMStatusCode::LLM_ALREADY_LINK : LLMStatusCode::LLM_SUCCESS)
-                 : (*up ? LLMStatusCode::LLM_SUCCESS : LLMStatusCode::LLM_NOT_YET_LINK);
-        RC_ASSERT(o.outcome == llm_outcome(want));
-      }
-      if (!link) {
-        // Unlink waits for the batch in flight on that link (§3.4).
-        for (const Batch& b : batches) {
-          bool t = false;
-          if (peer_of(b, &t) == device_of(op.cluster) &&
-              b.posted<o.called&& * b.finished> o.called) {
-            RC_ASSERT(o.ended >= *b.finished);
-          }
-        }
+          break;
+        case OpKind::kPullBlocks:
+          copy_row(op.blocks_key ? dst_blocks[k] : dst[k], t, row, local_blocks, b.op);
+          break;
+        case OpKind::kLink:
+        case OpKind::kUnlink:
+          break;
       }
     }
   }
-  // No destination byte differs from its initial value or from what an operation put there.
+  std::vector<Cache*> every = {&src, &src_blocks, &local, &local_blocks};
+  std::vector<int> owner(every.size(), 1);
   for (int k = 0; k < prog.decoders; ++k) {
-    for (int t = 0; t < 2 * prog.layers; ++t) {
-      const auto index = static_cast<std::size_t>(k * 2 * prog.layers + t);
-      RC_ASSERT(
-          h.read(remote[static_cast<std::size_t>(k)].tensor_addrs[static_cast<std::size_t>(t)],
-                 tensor) == remote_expected[index]);
+    for (Cache* c : {&dst[static_cast<std::size_t>(k)], &dst_blocks[static_cast<std::size_t>(k)],
+                     &dec_local[static_cast<std::size_t>(k)]}) {
+      every.push_back(c);
+      owner.push_back(2 + k);
     }
   }
-  for (int t = 0; t < 2 * prog.layers; ++t) {
-    RC_ASSERT(h.read(local.tensor_addrs[static_cast<std::size_t>(t)], tensor) ==
-              local_expected[static_cast<std::size_t>(t)]);
+  for (std::size_t c = 0; c < every.size(); ++c) {
+    for (std::size_t t = 0; t < every[c]->shadow.size(); ++t) {
+      const auto actual = h.read(every[c]->view.tensor_addrs[t], tensor_bytes);
+      if (actual != every[c]->shadow[t]) {
+        std::size_t at = 0;
+        while (actual[at] == every[c]->shadow[t][at]) ++at;
+        const std::string why = "cache " + std::to_string(every[c]->view.cache_id) +
+                                " of cluster " + std::to_string(owner[c]) + ", tensor " +
+                                std::to_string(t) + ": byte " + std::to_string(at) + " (row " +
+                                std::to_string(at / R) +
+                                ") differs from the replay of the predicted batches";
+        RC_FAIL(why);
+      }
+    }
   }
 }
 

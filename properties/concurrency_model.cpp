@@ -1,0 +1,599 @@
+#include "properties/concurrency_model.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <numeric>
+
+namespace kvsim::properties::concurrency {
+
+const char* to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kTransfer:
+      return "transfer_cache_async";
+    case OpKind::kPullCache:
+      return "pull_cache";
+    case OpKind::kPullBlocks:
+      return "pull_blocks";
+    case OpKind::kPushCache:
+      return "push_cache";
+    case OpKind::kPushBlocks:
+      return "push_blocks";
+    case OpKind::kLink:
+      return "link_clusters";
+    case OpKind::kUnlink:
+      return "unlink_clusters";
+  }
+  return "?";
+}
+
+std::vector<std::size_t> Prediction::completion_order() const {
+  std::vector<std::size_t> order(ops.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return ops[a].ended < ops[b].ended; });
+  return order;
+}
+
+namespace {
+
+// Picks among simultaneous runnable threads: the recorded prefix first, then the oldest.
+class Chooser {
+ public:
+  explicit Chooser(std::vector<std::size_t> prefix) : prefix_(std::move(prefix)) {}
+  std::size_t choose(std::size_t n) {
+    const std::size_t c = taken_.size() < prefix_.size() ? prefix_[taken_.size()] : 0;
+    taken_.push_back(c);
+    widths_.push_back(n);
+    return c;
+  }
+  /// The next prefix in depth-first order, or nullopt after the last.
+  std::optional<std::vector<std::size_t>> next() const {
+    for (std::size_t j = taken_.size(); j-- > 0;) {
+      if (taken_[j] + 1 < widths_[j]) {
+        std::vector<std::size_t> p(taken_.begin(), taken_.begin() + static_cast<std::ptrdiff_t>(j));
+        p.push_back(taken_[j] + 1);
+        return p;
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<std::size_t> prefix_;
+  std::vector<std::size_t> taken_;
+  std::vector<std::size_t> widths_;
+};
+
+// A FIFO mutex (platform.h: unlock hands ownership to the oldest waiter).
+struct Mutex {
+  std::string name;
+  std::optional<std::size_t> owner{};
+  std::deque<std::size_t> waiters{};
+};
+
+// One incarnation of the link to a cluster (a relink makes a new one, with a new mutex).
+struct Link {
+  int cluster = 0;
+  std::size_t mutex = 0;
+  bool up = true;
+  int active_pulls = 0;      // v1: pulls between their overlap check and their return
+  int active_transfers = 0;  // v1: tasks in flight that named this link at their call
+};
+
+// A simulated thread: an operation's caller, or the background job of a transfer_cache_async.
+// `pc` is where it resumes; the rest are its locals.
+struct Thread {
+  std::size_t op = 0;
+  bool job = false;
+  int pc = 0;
+  std::map<std::size_t, std::size_t> hold_of{};  // mutex → its open hold
+  // Per-layer transfer (§3.4), shared by the transfer job and push_*.
+  int layer = 0;
+  std::size_t config = 0;
+  Time layer_start = 0;
+  std::optional<std::size_t> link{};
+  LLMStatusCode status = LLMStatusCode::LLM_SUCCESS;
+  std::size_t batches = 0;
+  // link_clusters: whether this call may create the link after its handshake.
+  bool candidate = false;
+  std::size_t caller = 0;               // the job's caller thread
+  std::vector<std::size_t> v1_links{};  // v1 job: the links it counts as in flight on
+  bool counted_pull = false;            // v1 pull: counted in its link's active_pulls
+};
+
+constexpr int kDone = -1;
+
+class Run {
+ public:
+  Run(const ProgramSpec& program, const Durations& durations, Chooser& chooser)
+      : p_(program), d_(durations), chooser_(chooser) {
+    mutexes_.push_back({"transfer c" + std::to_string(p_.prompt_cluster)});
+    for (int cluster : p_.linked_at_start) {
+      current_[cluster] = new_link(cluster, true);
+      peer_link_[cluster] = new_link(cluster, false);
+    }
+    out_.ops.resize(p_.ops.size());
+    for (std::size_t i = 0; i < p_.ops.size(); ++i) {
+      threads_.push_back(Thread{});
+      threads_.back().op = i;
+      timers_.emplace(p_.ops[i].call, i);
+      out_.ops[i].called = p_.ops[i].call;
+    }
+  }
+
+  Prediction run() {
+    while (true) {
+      if (ready_.empty()) {
+        if (timers_.empty()) break;
+        now_ = timers_.begin()->first;
+        while (!timers_.empty() && timers_.begin()->first == now_) {
+          ready_.push_back(timers_.begin()->second);
+          timers_.erase(timers_.begin());
+        }
+        continue;
+      }
+      const std::size_t pick = ready_.size() > 1 ? chooser_.choose(ready_.size()) : 0;
+      const std::size_t t = ready_[pick];
+      ready_.erase(ready_.begin() + static_cast<std::ptrdiff_t>(pick));
+      step(t);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  // A new link between the prompt and `cluster`: the prompt's side, or the decoder's.
+  std::size_t new_link(int cluster, bool prompt_side) {
+    const std::string a = std::to_string(p_.prompt_cluster);
+    const std::string b = std::to_string(cluster);
+    mutexes_.push_back({prompt_side ? "link c" + a + "->c" + b : "link c" + b + "->c" + a});
+    links_.push_back({cluster, mutexes_.size() - 1, true});
+    return links_.size() - 1;
+  }
+
+  // Takes `m` for thread `t`: true if it got it now, false if it queued (resumed when granted).
+  bool lock(std::size_t t, std::size_t m) {
+    Thread& th = threads_[t];
+    out_.holds.push_back({mutexes_[m].name, th.op, now_, now_, 0});
+    th.hold_of[m] = out_.holds.size() - 1;
+    if (!mutexes_[m].owner) {
+      mutexes_[m].owner = t;
+      return true;
+    }
+    mutexes_[m].waiters.push_back(t);
+    return false;
+  }
+
+  void unlock(std::size_t t, std::size_t m) {
+    Thread& th = threads_[t];
+    out_.holds[th.hold_of.at(m)].released = now_;
+    th.hold_of.erase(m);
+    Mutex& mx = mutexes_[m];
+    if (mx.waiters.empty()) {
+      mx.owner.reset();
+      return;
+    }
+    const std::size_t w = mx.waiters.front();
+    mx.waiters.pop_front();
+    mx.owner = w;
+    out_.holds[threads_[w].hold_of.at(m)].acquired = now_;
+    ready_.push_back(w);
+  }
+
+  void sleep(std::size_t t, Time d) { timers_.emplace(now_ + d, t); }
+
+  void finish(std::size_t t, LLMStatusCode raised) {
+    Thread& th = threads_[t];
+    if (th.counted_pull) --links_[*th.link].active_pulls;
+    th.pc = kDone;
+    out_.ops[th.op].raised = raised;
+    out_.ops[th.op].ended = now_;
+  }
+
+  void diagnose(std::size_t op, DiagnosticKind kind, std::optional<std::uint64_t> peer) {
+    out_.diagnostics.push_back({kind, now_, peer, op});
+  }
+
+  // Posts the thread's next batch and sleeps until the hardware completes it or the deadline.
+  void post(std::size_t t, int layer, int config, int cluster, Time deadline) {
+    Thread& th = threads_[t];
+    std::optional<BatchService> s = d_.batch(th.op, th.batches);
+    if (!s) {
+      ++out_.unobserved_batches;
+      s = BatchService{};
+    }
+    BatchPost b{th.op, th.batches++,       layer, config, cluster,
+                now_,  now_ + s->duration, s->ok, false};
+    if (b.finished > deadline) {
+      b.timed_out = true;
+      th.status = p_.v1 ? LLMStatusCode::LLM_WAIT_PROCESS_TIMEOUT : LLMStatusCode::LLM_TIMEOUT;
+      timers_.emplace(deadline, t);
+    } else {
+      th.status = b.ok ? LLMStatusCode::LLM_SUCCESS : LLMStatusCode::LLM_SUSPECT_REMOTE_ERROR;
+      timers_.emplace(b.finished, t);
+    }
+    out_.batches.push_back(b);
+  }
+
+  // transfer_layer (§3.4) as states 100-103; on return, th.status holds its status and the
+  // thread continues at `after`. Returns false when the thread blocked.
+  bool transfer_layer(std::size_t t, int cluster, int config, int after) {
+    Thread& th = threads_[t];
+    switch (th.pc) {
+      case 100:
+        th.layer_start = now_;
+        th.pc = 101;
+        if (!lock(t, 0)) return false;
+        [[fallthrough]];
+      case 101: {
+        const auto it = current_.find(cluster);
+        if (it == current_.end()) {
+          unlock(t, 0);
+          th.status = LLMStatusCode::LLM_NOT_YET_LINK;
+          th.pc = after;
+          return true;
+        }
+        th.link = it->second;
+        th.pc = 102;
+        if (!lock(t, links_[*th.link].mutex)) return false;
+        [[fallthrough]];
+      }
+      case 102:
+        if (!links_[*th.link].up) {
+          unlock(t, links_[*th.link].mutex);
+          unlock(t, 0);
+          th.status = LLMStatusCode::LLM_NOT_YET_LINK;
+          th.pc = after;
+          return true;
+        }
+        post(t, th.layer, config, cluster, th.layer_start + p_.sync_timeout);
+        th.pc = 103;
+        return false;
+      case 103:
+        unlock(t, links_[*th.link].mutex);
+        unlock(t, 0);
+        th.pc = after;
+        return true;
+    }
+    return true;
+  }
+
+  void step(std::size_t t) {
+    const OpSpec& op = p_.ops[threads_[t].op];
+    if (threads_[t].job) {
+      transfer_job(t, op);
+      return;
+    }
+    switch (op.kind) {
+      case OpKind::kTransfer:
+        transfer_call(t, op);
+        return;
+      case OpKind::kPullCache:
+      case OpKind::kPullBlocks:
+        pull(t, op);
+        return;
+      case OpKind::kPushCache:
+      case OpKind::kPushBlocks:
+        push(t, op);
+        return;
+      case OpKind::kLink:
+        link(t, op);
+        return;
+      case OpKind::kUnlink:
+        unlink(t, op);
+        return;
+    }
+  }
+
+  // transfer_cache_async's synchronous part (§3.1, §3.5), then get_results() waits for the job.
+  void transfer_call(std::size_t t, const OpSpec& op) {
+    Thread& th = threads_[t];
+    if (th.pc == 1) {
+      finish(t, LLMStatusCode::LLM_SUCCESS);
+      return;
+    }
+    std::set<int> seen;
+    for (int cluster : op.clusters) {
+      if (!seen.insert(cluster).second) {
+        diagnose(th.op, DiagnosticKind::kResultAliased, static_cast<std::uint64_t>(cluster));
+        if (p_.strict) {
+          finish(t, impl::strict_status(DiagnosticKind::kResultAliased));
+          return;
+        }
+      }
+    }
+    if (tasks_in_flight_ > 0) {
+      diagnose(th.op, DiagnosticKind::kConcurrentTransfer, std::nullopt);
+      if (p_.strict) {
+        finish(t, impl::strict_status(DiagnosticKind::kConcurrentTransfer));
+        return;
+      }
+    }
+    std::vector<std::size_t> v1_links;
+    if (p_.v1) {
+      for (int cluster : seen) {
+        const auto it = current_.find(cluster);
+        if (it == current_.end()) continue;
+        if (links_[it->second].active_pulls > 0) {
+          diagnose(th.op, DiagnosticKind::kLinkCallOverlap, static_cast<std::uint64_t>(cluster));
+          if (p_.strict) {
+            finish(t, impl::strict_status(DiagnosticKind::kLinkCallOverlap));
+            return;
+          }
+        }
+        v1_links.push_back(it->second);
+      }
+    }
+    for (std::size_t l : v1_links) ++links_[l].active_transfers;
+    ++tasks_in_flight_;
+    out_.ops[th.op].results.assign(op.clusters.size(), std::nullopt);
+    Thread job;
+    job.op = th.op;
+    job.job = true;
+    job.caller = t;
+    job.v1_links = v1_links;
+    threads_.push_back(job);
+    ready_.push_back(threads_.size() - 1);
+    threads_[t].pc = 1;
+  }
+
+  // Sets the result slot of `cluster` (configs with one dst_cluster_id share it, §3.3).
+  void set_result(const OpSpec& op, std::size_t op_index, int cluster, LLMStatusCode code) {
+    for (std::size_t c = 0; c < op.clusters.size(); ++c) {
+      if (op.clusters[c] == cluster) out_.ops[op_index].results[c] = code;
+    }
+  }
+
+  void end_job(std::size_t t) {
+    Thread& th = threads_[t];
+    th.pc = kDone;
+    --tasks_in_flight_;
+    for (std::size_t l : th.v1_links) --links_[l].active_transfers;
+    ready_.push_back(th.caller);
+  }
+
+  // The background loop (§3.2): per layer, synchronize_layer, then one transfer_layer per config.
+  void transfer_job(std::size_t t, const OpSpec& op) {
+    while (true) {
+      Thread& th = threads_[t];
+      switch (th.pc) {
+        case 0:
+          if (th.layer == p_.layers) {
+            end_job(t);
+            return;
+          }
+          th.config = 0;
+          th.pc = 1;
+          if (op.sync_delay > 0) {
+            sleep(t, op.sync_delay);
+            return;
+          }
+          break;
+        case 1:
+          if (th.config == op.clusters.size()) {
+            ++th.layer;
+            th.pc = 0;
+            break;
+          }
+          th.pc = 100;
+          break;
+        case 2: {
+          const int cluster = op.clusters[th.config];
+          if (th.status != LLMStatusCode::LLM_SUCCESS) {
+            set_result(op, th.op, cluster, th.status);
+            end_job(t);
+            return;
+          }
+          if (th.layer == p_.layers - 1) {
+            set_result(op, th.op, cluster, LLMStatusCode::LLM_SUCCESS);
+          }
+          ++th.config;
+          th.pc = 1;
+          break;
+        }
+        default:
+          if (!transfer_layer(t, op.clusters[th.config], static_cast<int>(th.config), 2)) return;
+          break;
+      }
+    }
+  }
+
+  // push_cache / push_blocks (§4): remote-accessible mode only; one transfer_layer per layer,
+  // the first failure raised.
+  void push(std::size_t t, const OpSpec& op) {
+    while (true) {
+      Thread& th = threads_[t];
+      switch (th.pc) {
+        case 0:
+          if (p_.v1 || !p_.remote_accessible) {
+            // v1 has no push_* (its cache_manager raises); v2 needs remote-accessible mode.
+            finish(t, p_.v1 ? LLMStatusCode::LLM_FEATURE_NOT_ENABLED
+                            : LLMStatusCode::LLM_PARAM_INVALID);
+            return;
+          }
+          th.pc = 1;
+          break;
+        case 1:
+          if (th.layer == p_.layers) {
+            finish(t, LLMStatusCode::LLM_SUCCESS);
+            return;
+          }
+          th.pc = 100;
+          break;
+        case 2:
+          if (th.status != LLMStatusCode::LLM_SUCCESS) {
+            finish(t, th.status);
+            return;
+          }
+          ++th.layer;
+          th.pc = 1;
+          break;
+        default:
+          if (!transfer_layer(t, op.clusters.front(), 0, 2)) return;
+          break;
+      }
+    }
+  }
+
+  // pull_cache / pull_blocks (§3.4, §4): the caller's side of the link as found at the call, its
+  // mutex for the copy; the deadline counts from when the copy starts.
+  void pull(std::size_t t, const OpSpec& op) {
+    Thread& th = threads_[t];
+    const int cluster = op.clusters.front();
+    switch (th.pc) {
+      case 0: {
+        const std::map<int, std::size_t>& side = op.issuer == 0 ? current_ : peer_link_;
+        const auto it = side.find(cluster);
+        if (it == side.end()) {
+          finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
+          return;
+        }
+        th.link = it->second;
+        if (p_.v1 && links_[*th.link].active_transfers > 0) {
+          diagnose(th.op, DiagnosticKind::kLinkCallOverlap, static_cast<std::uint64_t>(cluster));
+          if (p_.strict) {
+            finish(t, impl::strict_status(DiagnosticKind::kLinkCallOverlap));
+            return;
+          }
+        }
+        ++links_[*th.link].active_pulls;
+        th.counted_pull = true;
+        th.pc = 1;
+        if (!lock(t, links_[*th.link].mutex)) return;
+        [[fallthrough]];
+      }
+      case 1:
+        if (!links_[*th.link].up) {
+          unlock(t, links_[*th.link].mutex);
+          finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
+          return;
+        }
+        post(t, -1, 0, cluster, now_ + p_.sync_timeout);
+        th.pc = 2;
+        return;
+      case 2:
+        unlock(t, links_[*th.link].mutex);
+        finish(t, th.status);
+        return;
+    }
+  }
+
+  // link_clusters (§4): ALREADY_LINK at once if this side is linked; otherwise the two round
+  // trips of the handshake, after which the link exists on both sides unless it appeared
+  // meanwhile (or the peer still had its side when the call began).
+  void link(std::size_t t, const OpSpec& op) {
+    Thread& th = threads_[t];
+    const int cluster = op.clusters.front();
+    switch (th.pc) {
+      case 0:
+        if (current_.count(cluster) != 0) {
+          th.status = LLMStatusCode::LLM_ALREADY_LINK;
+          th.pc = 1;
+          sleep(t, 0);
+          return;
+        }
+        th.candidate = peer_link_.count(cluster) == 0;
+        th.status = th.candidate ? LLMStatusCode::LLM_SUCCESS : LLMStatusCode::LLM_ALREADY_LINK;
+        th.pc = 1;
+        sleep(t, 2 * d_.round_trip(cluster));
+        return;
+      case 1:
+        if (th.candidate) {
+          if (current_.count(cluster) != 0 || peer_link_.count(cluster) != 0) {
+            th.status = LLMStatusCode::LLM_ALREADY_LINK;
+          } else {
+            current_[cluster] = new_link(cluster, true);
+            peer_link_[cluster] = new_link(cluster, false);
+          }
+        }
+        finish(t, th.status);
+        return;
+    }
+  }
+
+  // unlink_clusters (§3.4, §4): waits for the link's mutex, takes the link down, and holds the
+  // mutex through the round trip that tells the peer; with force the peer is not told and keeps
+  // its side (so a later link_clusters finds it: ALREADY_LINK).
+  void unlink(std::size_t t, const OpSpec& op) {
+    Thread& th = threads_[t];
+    const int cluster = op.clusters.front();
+    switch (th.pc) {
+      case 0: {
+        const auto it = current_.find(cluster);
+        if (it == current_.end()) {
+          finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
+          return;
+        }
+        th.link = it->second;
+        th.pc = 1;
+        if (!lock(t, links_[*th.link].mutex)) return;
+        [[fallthrough]];
+      }
+      case 1:
+        if (!links_[*th.link].up) {
+          unlock(t, links_[*th.link].mutex);
+          finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
+          return;
+        }
+        links_[*th.link].up = false;
+        current_.erase(cluster);
+        if (op.force) {
+          unlock(t, links_[*th.link].mutex);
+          finish(t, LLMStatusCode::LLM_SUCCESS);
+          return;
+        }
+        th.pc = 2;
+        sleep(t, d_.round_trip(cluster));
+        return;
+      case 2:
+        if (const auto it = peer_link_.find(cluster); it != peer_link_.end()) {
+          // Without the peer's link mutex: a pull the decoder has under way goes on.
+          links_[it->second].up = false;
+          peer_link_.erase(it);
+        }
+        unlock(t, links_[*th.link].mutex);
+        finish(t, LLMStatusCode::LLM_SUCCESS);
+        return;
+    }
+  }
+
+  const ProgramSpec& p_;
+  const Durations& d_;
+  Chooser& chooser_;
+  Time now_ = 0;
+  std::vector<Thread> threads_;
+  std::deque<std::size_t> ready_;
+  std::multimap<Time, std::size_t> timers_;
+  std::vector<Mutex> mutexes_;  // [0]: the process-wide transfer mutex
+  std::vector<Link> links_;
+  std::map<int, std::size_t> current_;    // cluster → its live link (this side)
+  std::map<int, std::size_t> peer_link_;  // cluster → its live link to the prompt (its side)
+  int tasks_in_flight_ = 0;
+  Prediction out_;
+};
+
+}  // namespace
+
+SearchResult search(const ProgramSpec& program, const Durations& durations,
+                    const std::function<bool(const Prediction&)>& accept, std::size_t limit) {
+  SearchResult result;
+  std::vector<std::size_t> prefix;
+  while (result.runs < limit) {
+    Chooser chooser(prefix);
+    Prediction p = Run(program, durations, chooser).run();
+    ++result.runs;
+    const bool ok = accept(p);
+    if (result.runs == 1) result.first = p;
+    if (ok) {
+      result.match = std::move(p);
+      return result;
+    }
+    const std::optional<std::vector<std::size_t>> next = chooser.next();
+    if (!next) return result;
+    prefix = *next;
+  }
+  result.exhausted = false;
+  return result;
+}
+
+}  // namespace kvsim::properties::concurrency
