@@ -1,15 +1,20 @@
 // Property 4, the whole API as a state machine (spec §3, §4): rc::state commands over one prompt
-// process (cluster 1, device 0, with a device pool) and two decoders (cluster 2 on device 8 over
-// RoCE, cluster 3 on device 1 over HCCS): register/unregister, allocate/deallocate, link/unlink,
+// process (cluster 1, device 0) and two decoders (cluster 2 on device 8 over RoCE, cluster 3 on
+// device 1 over HCCS): register/unregister (with CacheKeys and BlocksCacheKeys), allocate/
+// deallocate with the deferred release of keyed caches, remove_cache_key, link/unlink,
 // transfer_cache_async with a gated synchronizer whose layers the commands release or fail one at
-// a time (the interleavings), synchronize/get_results with timeouts, pull_cache, pull_blocks and
-// switch_role. A pure reference model predicts every call's status or exception and the bytes of
-// every live cache; both are checked after each command.
+// a time (the interleavings), synchronize/get_results with timeouts, pull_cache (by id or by
+// CacheKey, which a pull uses up), pull_blocks, push_cache/push_blocks and switch_role. Each case
+// runs either plain or remote-accessible (llm.EnableRemoteCacheAccessible=1: pushes, a remote
+// cache table read at the first access of a link, TransferConfig refused) and either faithful or
+// strict (kvsim.Strict=1: diagnostics are errors). A pure reference model predicts every call's
+// status or exception and the bytes of every live cache; both are checked after each command.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 #include <rapidcheck/state.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "properties/prop_support.h"
@@ -34,15 +39,43 @@ const char* role_name(LLMRole r) {
   return r == LLMRole::PROMPT ? "PROMPT" : r == LLMRole::DECODER ? "DECODER" : "MIX";
 }
 
+/// A CacheKey(cluster, req_id, model_id 0, prefix_id); -1 stands for the invalid id 2**64-1.
+struct ModelKey {
+  int cluster_process = 0;
+  int req = -1;
+  int prefix = -1;
+  bool placeholder() const { return req < 0 && prefix < 0; }
+  impl::CacheKey real() const {
+    const auto id = [](int v) { return v < 0 ? impl::kInvalidId : static_cast<std::uint64_t>(v); };
+    return impl::CacheKey{cluster_of(cluster_process), id(req), 0, id(prefix)};
+  }
+  friend bool operator==(const ModelKey& a, const ModelKey& b) {
+    return a.cluster_process == b.cluster_process && a.req == b.req && a.prefix == b.prefix;
+  }
+};
+
+void showValue(const ModelKey& k, std::ostream& os) {
+  os << "CacheKey(" << cluster_of(k.cluster_process) << ", req " << k.req << ", prefix " << k.prefix
+     << ")";
+}
+
 /// A cache as the model sees it; its index is the handle commands name it by.
 struct ModelCache {
   int process = 0;
   bool blocks = false;     ///< a blocks cache: `rows` blocks of `width` bytes
   bool allocated = false;  ///< from the pool (allocate_*) rather than register_*
   bool live = true;        ///< not yet unregistered / deallocated
+  /// Deallocated while some row kept a key: invisible locally, still pulled by key, freed with
+  /// the last key (§4 deferred release).
+  bool pending = false;
   bool remote_accessible = false;
   std::optional<int> blocks_key{};  ///< model_id of its BlocksCacheKey(own cluster, model_id)
+  std::vector<std::optional<ModelKey>> row_keys{};  ///< by row; placeholders are nullopt
   std::vector<Bytes> tensors{};
+  bool has_keys() const {
+    return std::any_of(row_keys.begin(), row_keys.end(),
+                       [](const auto& k) { return k.has_value(); });
+  }
 };
 
 struct ModelConfig {
@@ -66,10 +99,51 @@ struct Model {
   int layers = 1;
   int rows = 1;
   int width = 64;
+  bool remote = false;  ///< llm.EnableRemoteCacheAccessible=1 on every process
+  bool strict = false;  ///< kvsim.Strict=1 on every process
   std::vector<ModelCache> caches{};
   std::vector<ModelTask> tasks{};
   bool linked[kProcesses] = {false, false, false};  ///< prompt <-> decoder (index 1, 2)
   bool listening[kProcesses] = {false, true, true};
+  /// Remote-accessible mode: the prompt's table of a decoder's caches (handles), read at the first
+  /// access of the link and never refreshed (§5).
+  std::optional<std::vector<int>> table[kProcesses]{};
+
+  /// Whether `process` has a device pool: the prompt always, decoders outside remote-accessible
+  /// mode (so that no push can write into pool memory that a later allocation reuses).
+  bool has_pool(int process) const { return process == 0 || !remote; }
+  /// The prompt's table of `peer`, read now if not yet.
+  const std::vector<int>& table_of(int peer) {
+    auto& t = table[peer];
+    if (!t) {
+      t.emplace();
+      for (std::size_t i = 0; i < caches.size(); ++i) {
+        if (caches[i].live && caches[i].process == peer) t->push_back(static_cast<int>(i));
+      }
+    }
+    return *t;
+  }
+  /// Handle and row of the cache of `process` (live or pending) whose row carries `key`.
+  std::optional<std::pair<int, int>> find_key(int process, const ModelKey& key) const {
+    for (std::size_t i = 0; i < caches.size(); ++i) {
+      const ModelCache& c = caches[i];
+      if (c.process != process || !(c.live || c.pending)) continue;
+      for (std::size_t r = 0; r < c.row_keys.size(); ++r) {
+        if (c.row_keys[r] == std::optional<ModelKey>(key)) {
+          return std::make_pair(static_cast<int>(i), static_cast<int>(r));
+        }
+      }
+    }
+    return std::nullopt;
+  }
+  /// remove_cache_key on `process`: the key goes; a pending cache goes with its last key.
+  void remove_key(int process, const ModelKey& key) {
+    const auto found = find_key(process, key);
+    if (!found) return;
+    ModelCache& c = caches[static_cast<std::size_t>(found->first)];
+    c.row_keys[static_cast<std::size_t>(found->second)].reset();
+    if (c.pending && !c.has_keys()) c.pending = false;
+  }
 
   int tensors() const { return 2 * layers; }
   std::uint64_t tensor_bytes() const { return static_cast<std::uint64_t>(rows * width); }
@@ -94,20 +168,25 @@ struct Model {
       c.tensors.push_back(pattern(tensor_bytes(), seed(handle, t)));
     return c;
   }
-  /// Copies `width` bytes of every tensor from (src, row s) to (dst, row d), if dst is live.
-  void copy_rows(int src, int s, int dst, int d, int first_tensor, int count) {
-    if (!caches[static_cast<std::size_t>(dst)].live) return;
-    for (int t = first_tensor; t < first_tensor + count; ++t) {
+  /// Copies `width` bytes of `count` tensors from (src, row s, tensor st..) to (dst, row d,
+  /// tensor dt..). A dead dst still takes them: registered memory outlives its cache, and a stale
+  /// remote table may read it back.
+  void copy_rows(int src, int s, int dst, int d, int st, int count, int dt) {
+    for (int i = 0; i < count; ++i) {
       const Bytes& from =
-          caches[static_cast<std::size_t>(src)].tensors[static_cast<std::size_t>(t)];
-      Bytes& to = caches[static_cast<std::size_t>(dst)].tensors[static_cast<std::size_t>(t)];
+          caches[static_cast<std::size_t>(src)].tensors[static_cast<std::size_t>(st + i)];
+      Bytes& to = caches[static_cast<std::size_t>(dst)].tensors[static_cast<std::size_t>(dt + i)];
       std::copy_n(from.begin() + s * width, width, to.begin() + d * width);
     }
+  }
+  void copy_rows(int src, int s, int dst, int d, int first_tensor, int count) {
+    copy_rows(src, s, dst, d, first_tensor, count, first_tensor);
   }
 };
 
 void showValue(const Model& m, std::ostream& os) {
-  os << "caches of " << m.tensors() << " tensors, shape [" << m.rows << ", " << m.width << "] INT8";
+  os << "caches of " << m.tensors() << " tensors, shape [" << m.rows << ", " << m.width << "] INT8"
+     << (m.remote ? ", remote accessible" : "") << (m.strict ? ", strict" : "");
 }
 
 /// The real world: the harness, the three processes, and what the model's handles stand for.
@@ -224,16 +303,94 @@ struct ApiCommand : rc::state::Command<Model, Sut> {
   }
 };
 
+/// A random CacheKey of `process`: mostly exactly one of req_id/prefix_id valid.
+ModelKey gen_key(int process) {
+  ModelKey k;
+  k.cluster_process = process;
+  const int shape = *rc::gen::weightedElement<int>({{4, 0}, {2, 1}, {1, 2}, {1, 3}});
+  if (shape == 0 || shape == 2) k.req = *rc::gen::inRange(0, 3);
+  if (shape == 1 || shape == 2) k.prefix = *rc::gen::inRange(0, 2);
+  return k;
+}
+
+/// A key of `process`: mostly (3 in 4) one that some row carries, when there is one.
+ModelKey pick_key(const Model& m, int process) {
+  std::vector<ModelKey> known;
+  for (const ModelCache& c : m.caches) {
+    if (c.process != process || !(c.live || c.pending)) continue;
+    for (const auto& k : c.row_keys) {
+      if (k) known.push_back(*k);
+    }
+  }
+  if (!known.empty() && *rc::gen::weightedElement<bool>({{3, true}, {1, false}})) {
+    return *rc::gen::elementOf(known);
+  }
+  return gen_key(process);
+}
+
+/// cache_keys of a new contiguous cache of `process`: none, or one per row (one too many in 1 case
+/// of 10); placeholders (both ids invalid) keep a row keyless.
+std::vector<ModelKey> gen_row_keys(const Model& m, int process) {
+  if (*rc::gen::arbitrary<bool>()) return {};
+  const int n = *rc::gen::weightedOneOf<int>(
+      {{9, rc::gen::inRange(1, m.rows + 1)}, {1, rc::gen::just(m.rows + 1)}});
+  std::vector<ModelKey> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(gen_key(process));
+  return keys;
+}
+
+/// The rows' keys of a new cache, or the expected failure: too many keys (LLM_PARAM_INVALID) or a
+/// key in use on the process or twice in the list (LLM_CACHE_KEY_ALREADY_EXIST, a C++-only code
+/// that Python reports as LLM_FAILED).
+std::optional<CallOutcome> row_keys_of(const Model& m, int process,
+                                       const std::vector<ModelKey>& keys,
+                                       std::vector<std::optional<ModelKey>>& out) {
+  if (static_cast<int>(keys.size()) > m.rows) return param_invalid();
+  for (const ModelKey& k : keys) {
+    if (k.placeholder()) {
+      out.emplace_back();
+      continue;
+    }
+    if (std::find(out.begin(), out.end(), std::optional<ModelKey>(k)) != out.end() ||
+        m.find_key(process, k)) {
+      return llm_outcome(LLMStatusCode::LLM_FAILED);
+    }
+    out.emplace_back(k);
+  }
+  return std::nullopt;
+}
+
+std::vector<impl::CacheKey> real_keys(const std::vector<ModelKey>& keys) {
+  std::vector<impl::CacheKey> out;
+  for (const ModelKey& k : keys) out.push_back(k.real());
+  return out;
+}
+
+void show_keys(const std::vector<ModelKey>& keys, std::ostream& os) {
+  os << "[";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    os << (i ? ", " : "");
+    showValue(keys[i], os);
+  }
+  os << "]";
+}
+
 struct RegisterCache : ApiCommand {
   int process;
   bool blocks;
   std::optional<int> key;
-  explicit RegisterCache(const Model&)
+  std::vector<ModelKey> keys;  ///< cache_keys (contiguous caches)
+  bool unaligned;              ///< addresses 64 B past a 2 MiB boundary (§4: HCCS needs 2 MiB)
+  explicit RegisterCache(const Model& m)
       : process(*rc::gen::inRange(0, kProcesses)),
         blocks(*rc::gen::arbitrary<bool>()),
         key(blocks && *rc::gen::arbitrary<bool>() ? std::optional<int>(*rc::gen::inRange(0, 2))
-                                                  : std::nullopt) {}
+                                                  : std::nullopt),
+        keys(blocks ? std::vector<ModelKey>{} : gen_row_keys(m, process)),
+        unaligned(*rc::gen::weightedElement<bool>({{7, false}, {1, true}})) {}
   Expect effect(Model& m) const override {
+    std::vector<std::optional<ModelKey>> rows;
+    if (const auto failed = row_keys_of(m, process, keys, rows)) return {*failed};
     if (key) {
       for (const ModelCache& c : m.caches) {
         if (c.live && c.process == process && c.blocks_key == key) {
@@ -241,17 +398,22 @@ struct RegisterCache : ApiCommand {
         }
       }
     }
+    if (unaligned && m.strict) return {param_invalid()};  // kUnalignedRegistration
     ModelCache c = m.fresh(process, blocks, false);
     c.blocks_key = key;
+    c.row_keys = std::move(rows);
     m.caches.push_back(std::move(c));
     return {};
   }
   void call(const Model& m, Sut& s, Results&) const override {
     const int handle = static_cast<int>(m.caches.size());
     const impl::CacheDesc desc(m.tensors(), {m.rows, m.width}, impl::DataType::DT_INT8);
+    const std::uint64_t skew = unaligned ? 64 : 0;
     std::vector<std::uint64_t> addrs;
     for (int t = 0; t < m.tensors(); ++t) {
-      addrs.push_back(s.h.alloc(device_of(process), m.tensor_bytes(), Model::seed(handle, t)));
+      const std::uint64_t base = s.h.alloc(device_of(process), m.tensor_bytes() + skew, 0);
+      s.h.write(base + skew, pattern(m.tensor_bytes(), Model::seed(handle, t)));
+      addrs.push_back(base + skew);
     }
     impl::CacheView v = blocks
                             ? s.cm(process).register_blocks_cache(
@@ -259,28 +421,40 @@ struct RegisterCache : ApiCommand {
                                   key ? std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{
                                             cluster_of(process), static_cast<std::uint64_t>(*key)})
                                       : std::nullopt)
-                            : s.cm(process).register_cache(desc, addrs);
+                            : s.cm(process).register_cache(desc, addrs, real_keys(keys));
     s.views.push_back(std::move(v));
   }
   void show(std::ostream& os) const override {
     os << "#new = c" << cluster_of(process) << "."
        << (blocks ? "register_blocks_cache" : "register_cache") << "(";
     if (key) os << "BlocksCacheKey(" << cluster_of(process) << ", " << *key << ")";
-    os << ")";
+    if (!keys.empty()) show_keys(keys, os);
+    os << (unaligned ? ", addrs 2 MiB + 64" : "") << ")";
   }
 };
 
 struct AllocateCache : ApiCommand {
+  int process;
   bool blocks;
-  explicit AllocateCache(const Model&) : blocks(*rc::gen::arbitrary<bool>()) {}
+  std::vector<ModelKey> keys;
+  explicit AllocateCache(const Model& m)
+      : process(*rc::gen::weightedElement<int>({{2, 0}, {1, 1}, {1, 2}})),
+        blocks(*rc::gen::arbitrary<bool>()),
+        keys(blocks ? std::vector<ModelKey>{} : gen_row_keys(m, process)) {}
   Expect effect(Model& m) const override {
-    m.caches.push_back(m.fresh(0, blocks, true));
+    if (!m.has_pool(process)) return {llm_outcome(LLMStatusCode::LLM_FEATURE_NOT_ENABLED)};
+    std::vector<std::optional<ModelKey>> rows;
+    if (const auto failed = row_keys_of(m, process, keys, rows)) return {*failed};
+    ModelCache c = m.fresh(process, blocks, true);
+    c.row_keys = std::move(rows);
+    m.caches.push_back(std::move(c));
     return {};
   }
   void call(const Model& m, Sut& s, Results&) const override {
     const int handle = static_cast<int>(m.caches.size());
     const impl::CacheDesc desc(m.tensors(), {m.rows, m.width}, impl::DataType::DT_INT8);
-    impl::CacheView v = blocks ? s.cm(0).allocate_blocks_cache(desc) : s.cm(0).allocate_cache(desc);
+    impl::CacheView v = blocks ? s.cm(process).allocate_blocks_cache(desc)
+                               : s.cm(process).allocate_cache(desc, real_keys(keys));
     for (int t = 0; t < m.tensors(); ++t) {
       s.h.write(v.tensor_addrs[static_cast<std::size_t>(t)],
                 pattern(m.tensor_bytes(), Model::seed(handle, t)));
@@ -288,7 +462,10 @@ struct AllocateCache : ApiCommand {
     s.views.push_back(std::move(v));
   }
   void show(std::ostream& os) const override {
-    os << "#new = c1." << (blocks ? "allocate_blocks_cache" : "allocate_cache") << "()";
+    os << "#new = c" << cluster_of(process) << "."
+       << (blocks ? "allocate_blocks_cache" : "allocate_cache") << "(";
+    if (!keys.empty()) show_keys(keys, os);
+    os << ")";
   }
 };
 
@@ -343,27 +520,48 @@ struct UnregisterCache : ApiCommand {
 struct DeallocateCache : ApiCommand {
   int handle;
   explicit DeallocateCache(const Model& m)
-      : handle(pick_cache(m, [](const ModelCache& c) { return c.process == 0; })) {}
-  void checkPreconditions(const Model& m) const override {
-    const bool ok = m.has(handle) && m.caches[static_cast<std::size_t>(handle)].process == 0;
-    RC_PRE(ok);
-  }
+      : handle(pick_cache(
+            m, [](const ModelCache&) { return true; },
+            [](const ModelCache& c) { return c.allocated; })) {}
+  void checkPreconditions(const Model& m) const override { RC_PRE(m.has(handle)); }
   Expect effect(Model& m) const override {
     ModelCache& c = m.caches[static_cast<std::size_t>(handle)];
-    if (!c.live) return {};  // a missing cache is a no-op (§4)
+    if (!c.live) return {};  // a missing (or pending) cache is a no-op (§4)
     if (!c.allocated) return {param_invalid()};
     c.live = false;
+    c.pending = !c.blocks && c.has_keys();  // §4: release deferred until the keys go
     return {};
   }
   void call(const Model& m, Sut& s, Results&) const override {
     const impl::CacheView& v = s.views[static_cast<std::size_t>(handle)];
-    if (m.caches[static_cast<std::size_t>(handle)].blocks) {
-      s.cm(0).deallocate_blocks_cache(v);
+    const ModelCache& c = m.caches[static_cast<std::size_t>(handle)];
+    if (c.blocks) {
+      s.cm(c.process).deallocate_blocks_cache(v);
     } else {
-      s.cm(0).deallocate_cache(v);
+      s.cm(c.process).deallocate_cache(v);
     }
   }
   void show(std::ostream& os) const override { os << "deallocate(#" << handle << ")"; }
+};
+
+/// remove_cache_key on any process: a missing key is a no-op; a pending cache goes with its last.
+struct RemoveCacheKey : ApiCommand {
+  int process;
+  ModelKey key;
+  explicit RemoveCacheKey(const Model& m)
+      : process(*rc::gen::inRange(0, kProcesses)), key(pick_key(m, process)) {}
+  Expect effect(Model& m) const override {
+    m.remove_key(process, key);
+    return {};
+  }
+  void call(const Model&, Sut& s, Results&) const override {
+    s.cm(process).remove_cache_key(key.real());
+  }
+  void show(std::ostream& os) const override {
+    os << "c" << cluster_of(process) << ".remove_cache_key(";
+    showValue(key, os);
+    os << ")";
+  }
 };
 
 struct Link : ApiCommand {
@@ -373,6 +571,7 @@ struct Link : ApiCommand {
     if (m.linked[peer]) return {llm_outcome(LLMStatusCode::LLM_ALREADY_LINK)};
     if (!m.listening[peer]) return {llm_outcome(LLMStatusCode::LLM_LINK_FAILED)};
     m.linked[peer] = true;
+    m.table[peer].reset();
     return {};
   }
   void call(const Model&, Sut& s, Results&) const override {
@@ -390,6 +589,7 @@ struct Unlink : ApiCommand {
   Expect effect(Model& m) const override {
     if (!m.linked[peer]) return {llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)};
     m.linked[peer] = false;
+    m.table[peer].reset();
     return {};
   }
   void call(const Model&, Sut& s, Results&) const override {
@@ -446,7 +646,7 @@ struct TransferLayerwise : ApiCommand {
       : src(pick_cache(m, [](const ModelCache& c) { return c.process == 0 && !c.blocks; })) {
     std::vector<int> dsts;
     for (std::size_t i = 0; i < m.caches.size(); ++i) {
-      if (m.caches[i].process != 0) dsts.push_back(static_cast<int>(i));
+      if (m.caches[i].process != 0 && !m.caches[i].allocated) dsts.push_back(static_cast<int>(i));
     }
     RC_PRE(!dsts.empty());
     const int n = *rc::gen::inRange(1, 3);
@@ -464,11 +664,25 @@ struct TransferLayerwise : ApiCommand {
     bool ok = m.has(src) && m.caches[static_cast<std::size_t>(src)].process == 0 &&
               !m.caches[static_cast<std::size_t>(src)].blocks;
     for (const ModelConfig& c : configs) {
-      ok = ok && m.has(c.dst) && m.caches[static_cast<std::size_t>(c.dst)].process != 0;
+      ok = ok && m.has(c.dst) && m.caches[static_cast<std::size_t>(c.dst)].process != 0 &&
+           !m.caches[static_cast<std::size_t>(c.dst)].allocated;
     }
     RC_PRE(ok);
   }
   Expect effect(Model& m) const override {
+    // §3.1 item 4: remote-accessible mode takes TransferWithCacheKeyConfig only.
+    if (m.remote) return {CallOutcome{CallOutcome::Kind::kTypeError}};
+    if (m.strict) {
+      std::set<int> clusters;
+      for (const ModelConfig& c : configs) {
+        if (!clusters.insert(m.caches[static_cast<std::size_t>(c.dst)].process).second) {
+          return {param_invalid()};  // kResultAliased
+        }
+      }
+      for (const ModelTask& other : m.tasks) {
+        if (!other.done) return {llm_outcome(LLMStatusCode::LLM_LINK_BUSY)};  // kConcurrentTransfer
+      }
+    }
     ModelTask t;
     t.src = src;
     t.configs = configs;
@@ -493,9 +707,9 @@ struct TransferLayerwise : ApiCommand {
                                impl::LayerRange{c.start, c.stop}, c.src_row));
     }
     auto gate = std::make_shared<GateSync>(s.h.platform());
-    s.gates.push_back(gate);
     s.tasks.push_back(
         s.cm(0).transfer_cache_async(s.views[static_cast<std::size_t>(src)], gate, list));
+    s.gates.push_back(gate);
   }
   void show(std::ostream& os) const override {
     os << "task(new) = c1.transfer_cache_async(#" << src << ", gated, [";
@@ -621,44 +835,95 @@ struct WaitTask : ApiCommand {
   }
 };
 
+/// The handle of the first cache of the prompt's (remote-accessible) table of `peer` matching
+/// `ok`, or -1. Reads the table if this is the link's first access.
+int table_find(Model& m, int peer, const std::function<bool(const ModelCache&)>& ok) {
+  for (int h : m.table_of(peer)) {
+    if (ok(m.caches[static_cast<std::size_t>(h)])) return h;
+  }
+  return -1;
+}
+
+/// Whether the prompt's table of `peer` holds `handle` (reading the table if not yet).
+bool in_table(Model& m, int peer, int handle) {
+  const std::vector<int>& table = m.table_of(peer);
+  return std::find(table.begin(), table.end(), handle) != table.end();
+}
+
+/// pull_cache by CacheKeyByIdAndIndex (a remote cache's row) or by CacheKey (a keyed row, which the
+/// pull uses up on the remote side).
 struct PullCache : ApiCommand {
   int local;
-  int remote;
-  int remote_row;
+  std::optional<ModelKey> key;  ///< by CacheKey, else by id
+  int remote = -1;              ///< by id
+  int remote_row = 0;           ///< by id
   int local_row;
   explicit PullCache(const Model& m)
       : local(pick_cache(
             m, [](const ModelCache& c) { return c.process == 0; },
             [](const ModelCache& c) { return c.live && !c.blocks; })),
-        remote(pick_cache(
-            m, [](const ModelCache& c) { return c.process != 0; },
-            [](const ModelCache& c) { return c.live && !c.blocks; })),
-        remote_row(gen_index(m)),
-        local_row(gen_index(m)) {}
+        local_row(gen_index(m)) {
+    if (*rc::gen::weightedElement<bool>({{m.remote ? 1 : 3, true}, {4, false}})) {
+      key = pick_key(m, *rc::gen::inRange(1, kProcesses));
+    } else {
+      remote = pick_cache(
+          m, [](const ModelCache& c) { return c.process != 0; },
+          [](const ModelCache& c) { return c.live && !c.blocks; });
+      remote_row = gen_index(m);
+    }
+  }
   void checkPreconditions(const Model& m) const override {
-    const bool ok = m.has(local) && m.has(remote);
+    const bool ok = m.has(local) && (key || m.has(remote));
     RC_PRE(ok);
   }
   Expect effect(Model& m) const override {
     const ModelCache& l = m.caches[static_cast<std::size_t>(local)];
-    const ModelCache& r = m.caches[static_cast<std::size_t>(remote)];
+    if (key && m.remote) return {CallOutcome{CallOutcome::Kind::kTypeError}};
     if (l.blocks) return {param_invalid()};
+    // Exactly one of req_id / prefix_id must be valid (§2.2).
+    if (key && (key->req >= 0) == (key->prefix >= 0)) return {param_invalid()};
     if (!l.live) return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
-    if (!m.linked[r.process]) return {llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)};
-    if (!r.live) return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
-    if (r.blocks || remote_row >= m.rows || local_row >= m.rows) return {param_invalid()};
-    m.copy_rows(remote, remote_row, local, local_row, 0, m.tensors());
+    const int peer =
+        key ? key->cluster_process : m.caches[static_cast<std::size_t>(remote)].process;
+    if (!m.linked[peer]) return {llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)};
+    int src = remote;
+    int row = remote_row;
+    if (key) {
+      const auto found = m.find_key(peer, *key);
+      if (!found) return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
+      src = found->first;
+      row = found->second;
+    } else if (m.remote) {
+      if (!in_table(m, peer, remote)) return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
+    } else if (!m.caches[static_cast<std::size_t>(src)].live) {
+      return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
+    }
+    if (m.caches[static_cast<std::size_t>(src)].blocks || row >= m.rows || local_row >= m.rows) {
+      return {param_invalid()};
+    }
+    m.copy_rows(src, row, local, local_row, 0, m.tensors());
+    if (key) m.remove_key(peer, *key);
     return {};
   }
   void call(const Model& m, Sut& s, Results&) const override {
+    const impl::CacheView& l = s.views[static_cast<std::size_t>(local)];
+    if (key) {
+      s.cm(0).pull_cache(key->real(), l, local_row);
+      return;
+    }
     s.cm(0).pull_cache(
         impl::CacheKeyByIdAndIndex(cluster_of(m.caches[static_cast<std::size_t>(remote)].process),
                                    s.views[static_cast<std::size_t>(remote)].cache_id, remote_row),
-        s.views[static_cast<std::size_t>(local)], local_row);
+        l, local_row);
   }
   void show(std::ostream& os) const override {
-    os << "c1.pull_cache(CacheKeyByIdAndIndex(#" << remote << ", " << remote_row << "), #" << local
-       << ", batch_index " << local_row << ")";
+    os << "c1.pull_cache(";
+    if (key) {
+      showValue(*key, os);
+    } else {
+      os << "CacheKeyByIdAndIndex(#" << remote << ", " << remote_row << ")";
+    }
+    os << ", #" << local << ", batch_index " << local_row << ")";
   }
 };
 
@@ -706,7 +971,16 @@ struct PullBlocks : ApiCommand {
     const int process = by_blocks_key ? peer : m.caches[static_cast<std::size_t>(remote)].process;
     if (!m.linked[process]) return {llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)};
     int src = remote;
-    if (by_blocks_key) {
+    if (m.remote) {
+      // The table as read at the link's first access: a BlocksCacheKey names the first blocks
+      // cache with its model_id (§3.4); caches unregistered since still answer.
+      src = by_blocks_key ? table_find(m, process,
+                                       [&](const ModelCache& c) {
+                                         return c.blocks && c.blocks_key == model_id;
+                                       })
+                          : (in_table(m, process, remote) ? remote : -1);
+      if (src < 0) return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
+    } else if (by_blocks_key) {
       src = -1;
       for (std::size_t i = 0; i < m.caches.size(); ++i) {
         const ModelCache& c = m.caches[i];
@@ -766,29 +1040,231 @@ struct PullBlocks : ApiCommand {
   }
 };
 
+/// The layers of a push: None for both ranges (every layer), or a src range and a dst range of
+/// mostly equal length whose dst part lies one layer past the end in 1 case of 8.
+struct PushLayers {
+  std::optional<std::pair<int, int>> src{};  ///< [start, stop)
+  std::optional<std::pair<int, int>> dst{};
+};
+
+PushLayers gen_push_layers(const Model& m) {
+  PushLayers p;
+  if (*rc::gen::weightedElement<bool>({{1, true}, {2, false}})) return p;
+  const int start = *rc::gen::inRange(0, m.layers);
+  const int stop = *rc::gen::inRange(start + 1, m.layers + 1);
+  const int len = *rc::gen::weightedOneOf<int>(
+      {{7, rc::gen::just(stop - start)}, {1, rc::gen::inRange(1, m.layers + 1)}});
+  const int dst = *rc::gen::weightedOneOf<int>(
+      {{7, rc::gen::inRange(0, m.layers - len + 1)}, {1, rc::gen::just(m.layers - len + 1)}});
+  p.src = {start, stop};
+  p.dst = {dst, dst + len};
+  return p;
+}
+
+/// (src layer, dst layer) pairs of a push, or nullopt if the range lengths differ.
+std::optional<std::vector<std::pair<int, int>>> push_pairs(const Model& m, const PushLayers& p) {
+  std::vector<std::pair<int, int>> out;
+  if (!p.src) {
+    for (int l = 0; l < m.layers; ++l) out.emplace_back(l, l);
+    return out;
+  }
+  if (p.src->second - p.src->first != p.dst->second - p.dst->first) return std::nullopt;
+  for (int i = 0; i < p.src->second - p.src->first; ++i) {
+    out.emplace_back(p.src->first + i, p.dst->first + i);
+  }
+  return out;
+}
+
+std::optional<impl::LayerRange> real_range(const std::optional<std::pair<int, int>>& r) {
+  if (!r) return std::nullopt;
+  return impl::LayerRange{r->first, r->second};
+}
+
+void show_push_layers(const PushLayers& p, std::ostream& os) {
+  if (!p.src) return;
+  os << ", range(" << p.src->first << ", " << p.src->second << ") -> range(" << p.dst->first << ", "
+     << p.dst->second << ")";
+}
+
+/// The checks push_* makes before sending anything (§4; remote-accessible geometry §3.4, all
+/// layers up front so that a rejected push changes nothing): the expected failure, if any.
+/// `dst` is found in the link's table afterwards by `find_dst`.
+std::optional<CallOutcome> push_preamble(Model& m, const ModelCache& src, int peer,
+                                         const std::function<int(Model&)>& find_dst, int& dst) {
+  if (!src.live) return llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST);
+  if (!m.linked[peer]) return llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK);
+  dst = find_dst(m);
+  if (dst < 0) return llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST);
+  if (!src.remote_accessible || !m.caches[static_cast<std::size_t>(dst)].remote_accessible) {
+    return param_invalid();
+  }
+  return std::nullopt;
+}
+
+/// push_cache(CacheKeyByIdAndIndex(decoder cache, row), prompt cache, src row, ranges): one
+/// synchronous C2C transfer per layer.
+struct PushCache : ApiCommand {
+  int src;
+  int dst;
+  int src_row;
+  int dst_row;
+  PushLayers layers;
+  bool bad_size;  ///< size 64 instead of -1
+  explicit PushCache(const Model& m)
+      : src(pick_cache(
+            m, [](const ModelCache& c) { return c.process == 0; },
+            [](const ModelCache& c) { return c.live && !c.blocks; })),
+        dst(pick_cache(
+            m, [](const ModelCache& c) { return c.process != 0; },
+            [](const ModelCache& c) { return c.live && !c.blocks; })),
+        src_row(gen_index(m)),
+        dst_row(gen_index(m)),
+        layers(gen_push_layers(m)),
+        bad_size(*rc::gen::weightedElement<bool>({{15, false}, {1, true}})) {}
+  void checkPreconditions(const Model& m) const override {
+    const bool ok = m.has(src) && m.has(dst);
+    RC_PRE(ok);
+  }
+  Expect effect(Model& m) const override {
+    const ModelCache& s = m.caches[static_cast<std::size_t>(src)];
+    if (!m.remote || s.blocks) return {param_invalid()};
+    const auto pairs = push_pairs(m, layers);
+    if (!pairs || bad_size) return {param_invalid()};
+    int to = -1;
+    const int peer = m.caches[static_cast<std::size_t>(dst)].process;
+    if (const auto failed = push_preamble(
+            m, s, peer, [&](Model& mm) { return in_table(mm, peer, dst) ? dst : -1; }, to)) {
+      return {*failed};
+    }
+    const int dst_rows = m.caches[static_cast<std::size_t>(dst)].blocks ? 1 : m.rows;
+    for (const auto& [sl, dl] : *pairs) {
+      if (dl >= m.layers || dst_row >= dst_rows || src_row >= m.rows) return {param_invalid()};
+    }
+    for (const auto& [sl, dl] : *pairs) {
+      m.copy_rows(src, src_row, dst, dst_row, 2 * sl, 2, 2 * dl);
+    }
+    return {};
+  }
+  void call(const Model& m, Sut& s, Results&) const override {
+    s.cm(0).push_cache(
+        impl::CacheKeyByIdAndIndex(cluster_of(m.caches[static_cast<std::size_t>(dst)].process),
+                                   s.views[static_cast<std::size_t>(dst)].cache_id, dst_row),
+        s.views[static_cast<std::size_t>(src)], src_row, real_range(layers.src),
+        real_range(layers.dst), bad_size ? 64 : -1);
+  }
+  void show(std::ostream& os) const override {
+    os << "c1.push_cache(CacheKeyByIdAndIndex(#" << dst << ", " << dst_row << "), #" << src
+       << ", src row " << src_row;
+    show_push_layers(layers, os);
+    os << (bad_size ? ", size 64" : "") << ")";
+  }
+};
+
+/// push_blocks(BlocksCacheKey(decoder, model_id), prompt blocks cache, src_blocks, dst_blocks,
+/// ranges): one synchronous B2B transfer per layer.
+struct PushBlocks : ApiCommand {
+  int src;
+  int peer;
+  int model_id;
+  std::vector<int> src_blocks;
+  std::vector<int> dst_blocks;
+  PushLayers layers;
+  explicit PushBlocks(const Model& m)
+      : src(pick_cache(
+            m, [](const ModelCache& c) { return c.process == 0; },
+            [](const ModelCache& c) { return c.live && c.blocks; })),
+        peer(*rc::gen::inRange(1, kProcesses)),
+        model_id(*rc::gen::inRange(0, 2)),
+        layers(gen_push_layers(m)) {
+    const int n = *rc::gen::inRange(1, 3);
+    dst_blocks.push_back(gen_index(m));
+    if (n == 2) {
+      const int other = *rc::gen::inRange(0, m.rows);
+      dst_blocks.push_back(other >= dst_blocks[0] ? other + 1 : other);
+    }
+    const int n_src = *rc::gen::weightedElement<int>({{14, n}, {1, 0}, {1, n == 1 ? 2 : 1}});
+    for (int i = 0; i < n_src; ++i) src_blocks.push_back(gen_index(m));
+  }
+  void checkPreconditions(const Model& m) const override { RC_PRE(m.has(src)); }
+  Expect effect(Model& m) const override {
+    const ModelCache& s = m.caches[static_cast<std::size_t>(src)];
+    if (!m.remote || !s.blocks) return {param_invalid()};
+    const auto pairs = push_pairs(m, layers);
+    if (!pairs) return {param_invalid()};
+    int dst = -1;
+    if (const auto failed = push_preamble(
+            m, s, peer,
+            [&](Model& mm) {
+              return table_find(mm, peer, [&](const ModelCache& c) {
+                return c.blocks && c.blocks_key == model_id;
+              });
+            },
+            dst)) {
+      return {*failed};
+    }
+    // dst_block_memory_size is 0 for a push: src_blocks empty is C2B, which needs it (§3.4).
+    if (src_blocks.size() != dst_blocks.size()) return {param_invalid()};
+    for (const auto& [sl, dl] : *pairs) {
+      if (dl >= m.layers) return {param_invalid()};
+    }
+    for (std::size_t j = 0; j < dst_blocks.size(); ++j) {
+      if (dst_blocks[j] >= m.rows || src_blocks[j] >= m.rows) return {param_invalid()};
+    }
+    for (const auto& [sl, dl] : *pairs) {
+      for (std::size_t j = 0; j < dst_blocks.size(); ++j) {
+        m.copy_rows(src, src_blocks[j], dst, dst_blocks[j], 2 * sl, 2, 2 * dl);
+      }
+    }
+    return {};
+  }
+  void call(const Model&, Sut& s, Results&) const override {
+    s.cm(0).push_blocks(
+        impl::BlocksCacheKey{cluster_of(peer), static_cast<std::uint64_t>(model_id)},
+        s.views[static_cast<std::size_t>(src)],
+        std::vector<std::int64_t>(src_blocks.begin(), src_blocks.end()),
+        std::vector<std::int64_t>(dst_blocks.begin(), dst_blocks.end()), real_range(layers.src),
+        real_range(layers.dst));
+  }
+  void show(std::ostream& os) const override {
+    os << "c1.push_blocks(BlocksCacheKey(" << cluster_of(peer) << ", " << model_id << "), #" << src
+       << ", src_blocks [";
+    for (std::size_t i = 0; i < src_blocks.size(); ++i) os << (i ? " " : "") << src_blocks[i];
+    os << "], dst_blocks [";
+    for (std::size_t i = 0; i < dst_blocks.size(); ++i) os << (i ? " " : "") << dst_blocks[i];
+    os << "]";
+    show_push_layers(layers, os);
+    os << ")";
+  }
+};
+
 RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
   Model initial;
   initial.layers = *rc::gen::inRange(1, 4);
   initial.rows = *rc::gen::inRange(1, 4);
   initial.width = 64 * *rc::gen::inRange(1, 9);
+  initial.remote = *rc::gen::arbitrary<bool>();
+  initial.strict = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
   // Up to 31 commands per case; each command's arguments are drawn at full size, so that choices
   // among processes, caches and rows are not biased to the first ones.
   const auto one = rc::state::gen::execOneOfWithArgs<
-      RegisterCache, RegisterCache, UnregisterCache, AllocateCache, DeallocateCache, Link, Link,
-      Unlink, TransferLayerwise, TransferLayerwise, ReleaseLayer, ReleaseLayer, ReleaseLayer,
-      FailLayer, WaitTask, WaitTask, PullCache, PullCache, PullBlocks, PullBlocks, SwitchRole>();
+      RegisterCache, RegisterCache, UnregisterCache, AllocateCache, DeallocateCache, RemoveCacheKey,
+      Link, Link, Unlink, TransferLayerwise, TransferLayerwise, ReleaseLayer, ReleaseLayer,
+      ReleaseLayer, FailLayer, WaitTask, WaitTask, PullCache, PullCache, PullBlocks, PullBlocks,
+      PushCache, PushCache, PushBlocks, PushBlocks, SwitchRole>();
   const auto commands = *rc::gen::resize(
       30, rc::state::gen::commands(initial,
                                    [one](const Model& m) { return rc::gen::resize(100, one(m)); }));
   RC_LOG() << rc::toString(initial) << "\n";
   Sut sut;
-  const std::map<std::string, std::string> switchable = {{impl::kOptionEnableSwitchRole, "1"}};
-  std::map<std::string, std::string> prompt = switchable;
-  prompt[impl::kOptionMemPoolConfig] = R"({"memory_size": 4194304, "page_shift": 10})";
-  sut.dists.push_back(sut.h.make_dist(LLMRole::PROMPT, 1, device_of(0), false, prompt));
-  for (int p = 1; p < kProcesses; ++p) {
-    sut.dists.push_back(
-        sut.h.make_dist(LLMRole::DECODER, cluster_of(p), device_of(p), true, switchable));
+  for (int p = 0; p < kProcesses; ++p) {
+    std::map<std::string, std::string> options = {{impl::kOptionEnableSwitchRole, "1"}};
+    if (initial.has_pool(p)) {
+      options[impl::kOptionMemPoolConfig] = R"({"memory_size": 4194304, "page_shift": 10})";
+    }
+    if (initial.remote) options[impl::kOptionEnableRemoteCacheAccessible] = "1";
+    if (initial.strict) options[impl::kOptionKvsimStrict] = "1";
+    sut.dists.push_back(sut.h.make_dist(p == 0 ? LLMRole::PROMPT : LLMRole::DECODER, cluster_of(p),
+                                        device_of(p), p != 0, options));
   }
   rc::state::runAll(commands, initial, sut);
 }
