@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "properties/prop_support.h"
 #include "sim/engine_setup.h"
@@ -382,7 +383,7 @@ struct RegisterCache : ApiCommand {
   std::vector<ModelKey> keys;  ///< cache_keys (contiguous caches)
   bool unaligned;              ///< addresses 64 B past a 2 MiB boundary (§4: HCCS needs 2 MiB)
   explicit RegisterCache(const Model& m)
-      : process(*rc::gen::inRange(0, kProcesses)),
+      : process(*rc::gen::weightedElement<int>({{2, 0}, {1, 1}, {1, 2}})),
         blocks(*rc::gen::arbitrary<bool>()),
         key(blocks && *rc::gen::arbitrary<bool>() ? std::optional<int>(*rc::gen::inRange(0, 2))
                                                   : std::nullopt),
@@ -490,6 +491,23 @@ int pick_cache(const Model& m, const std::function<bool(const ModelCache&)>& ok,
   return pick_cache(m, ok);
 }
 
+/// Keeps 1 pull or push in 4 while the prompt has no link (they would all be LLM_NOT_YET_LINK).
+void mostly_linked(const Model& m) {
+  RC_PRE(m.any_link(0) || *rc::gen::weightedElement<bool>({{1, true}, {3, false}}));
+}
+
+/// A decoder process, mostly (3 in 4) a linked one when there is one.
+int pick_peer(const Model& m) {
+  std::vector<int> linked;
+  for (int p = 1; p < kProcesses; ++p) {
+    if (m.linked[p]) linked.push_back(p);
+  }
+  if (!linked.empty() && *rc::gen::weightedElement<bool>({{3, true}, {1, false}})) {
+    return *rc::gen::elementOf(linked);
+  }
+  return *rc::gen::inRange(1, kProcesses);
+}
+
 /// A row or block index, past the end in 1 case of 10.
 int gen_index(const Model& m) {
   return *rc::gen::weightedOneOf<int>(
@@ -566,7 +584,10 @@ struct RemoveCacheKey : ApiCommand {
 
 struct Link : ApiCommand {
   int peer;
-  explicit Link(const Model&) : peer(*rc::gen::inRange(1, kProcesses)) {}
+  explicit Link(const Model& m) : peer(*rc::gen::inRange(1, kProcesses)) {
+    // Mostly register first (§4: register before linking, or caches are not remote accessible).
+    RC_PRE(m.caches.size() >= 4 || *rc::gen::weightedElement<bool>({{1, true}, {3, false}}));
+  }
   Expect effect(Model& m) const override {
     if (m.linked[peer]) return {llm_outcome(LLMStatusCode::LLM_ALREADY_LINK)};
     if (!m.listening[peer]) return {llm_outcome(LLMStatusCode::LLM_LINK_FAILED)};
@@ -585,7 +606,9 @@ struct Link : ApiCommand {
 
 struct Unlink : ApiCommand {
   int peer;
-  explicit Unlink(const Model&) : peer(*rc::gen::inRange(1, kProcesses)) {}
+  explicit Unlink(const Model& m) : peer(*rc::gen::inRange(1, kProcesses)) {
+    RC_PRE(*rc::gen::weightedElement<bool>({{1, true}, {m.linked[peer] ? 1 : 3, false}}));
+  }
   Expect effect(Model& m) const override {
     if (!m.linked[peer]) return {llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)};
     m.linked[peer] = false;
@@ -863,12 +886,13 @@ struct PullCache : ApiCommand {
             m, [](const ModelCache& c) { return c.process == 0; },
             [](const ModelCache& c) { return c.live && !c.blocks; })),
         local_row(gen_index(m)) {
+    mostly_linked(m);
     if (*rc::gen::weightedElement<bool>({{m.remote ? 1 : 3, true}, {4, false}})) {
-      key = pick_key(m, *rc::gen::inRange(1, kProcesses));
+      key = pick_key(m, pick_peer(m));
     } else {
       remote = pick_cache(
           m, [](const ModelCache& c) { return c.process != 0; },
-          [](const ModelCache& c) { return c.live && !c.blocks; });
+          [&m](const ModelCache& c) { return c.live && !c.blocks && m.linked[c.process]; });
       remote_row = gen_index(m);
     }
   }
@@ -927,6 +951,22 @@ struct PullCache : ApiCommand {
   }
 };
 
+/// (decoder, model_id) of a BlocksCacheKey: mostly (4 in 5) that of a keyed blocks cache
+/// satisfying `ok` on a linked decoder, when there is one.
+std::pair<int, int> pick_blocks_key(const Model& m,
+                                    const std::function<bool(const ModelCache&)>& ok) {
+  std::vector<std::pair<int, int>> targets;
+  for (const ModelCache& c : m.caches) {
+    if (c.process != 0 && m.linked[c.process] && c.blocks && c.blocks_key && ok(c)) {
+      targets.emplace_back(c.process, *c.blocks_key);
+    }
+  }
+  if (!targets.empty() && *rc::gen::weightedElement<bool>({{4, true}, {1, false}})) {
+    return *rc::gen::elementOf(targets);
+  }
+  return {*rc::gen::inRange(1, kProcesses), *rc::gen::inRange(0, 2)};
+}
+
 /// pull_blocks by CacheKeyByIdAndIndex (a remote row into local blocks) or BlocksCacheKey (B2B).
 struct PullBlocks : ApiCommand {
   int local;
@@ -943,6 +983,7 @@ struct PullBlocks : ApiCommand {
             [](const ModelCache& c) { return c.live && c.blocks; })),
         by_blocks_key(*rc::gen::arbitrary<bool>()) {
     const int n = *rc::gen::inRange(1, 3);
+    mostly_linked(m);
     // Distinct destination blocks in [0, rows]: destinations of one batch never overlap.
     dst_blocks.push_back(gen_index(m));
     if (n == 2) {
@@ -950,13 +991,12 @@ struct PullBlocks : ApiCommand {
       dst_blocks.push_back(other >= dst_blocks[0] ? other + 1 : other);
     }
     if (by_blocks_key) {
-      peer = *rc::gen::inRange(1, kProcesses);
-      model_id = *rc::gen::inRange(0, 2);
+      std::tie(peer, model_id) = pick_blocks_key(m, [](const ModelCache& c) { return c.live; });
       for (int i = 0; i < n; ++i) src_blocks.push_back(gen_index(m));
     } else {
       remote = pick_cache(
           m, [](const ModelCache& c) { return c.process != 0; },
-          [](const ModelCache& c) { return c.live && !c.blocks; });
+          [&m](const ModelCache& c) { return c.live && !c.blocks && m.linked[c.process]; });
       remote_row = gen_index(m);
     }
   }
@@ -1101,6 +1141,19 @@ std::optional<CallOutcome> push_preamble(Model& m, const ModelCache& src, int pe
   return std::nullopt;
 }
 
+/// Caches a push can use: live, remote accessible, blocks or not.
+std::function<bool(const ModelCache&)> pushable(bool blocks) {
+  return
+      [blocks](const ModelCache& c) { return c.live && c.remote_accessible && c.blocks == blocks; };
+}
+
+/// Outside remote-accessible mode a push only checks the option: keep 1 push in 8 there, and 1
+/// in 4 while the prompt has no link.
+void mostly_remote(const Model& m) {
+  RC_PRE(m.remote || *rc::gen::weightedElement<bool>({{1, true}, {7, false}}));
+  mostly_linked(m);
+}
+
 /// push_cache(CacheKeyByIdAndIndex(decoder cache, row), prompt cache, src row, ranges): one
 /// synchronous C2C transfer per layer.
 struct PushCache : ApiCommand {
@@ -1112,15 +1165,16 @@ struct PushCache : ApiCommand {
   bool bad_size;  ///< size 64 instead of -1
   explicit PushCache(const Model& m)
       : src(pick_cache(
-            m, [](const ModelCache& c) { return c.process == 0; },
-            [](const ModelCache& c) { return c.live && !c.blocks; })),
+            m, [](const ModelCache& c) { return c.process == 0; }, pushable(false))),
         dst(pick_cache(
             m, [](const ModelCache& c) { return c.process != 0; },
-            [](const ModelCache& c) { return c.live && !c.blocks; })),
+            [&m](const ModelCache& c) { return pushable(false)(c) && m.linked[c.process]; })),
         src_row(gen_index(m)),
         dst_row(gen_index(m)),
         layers(gen_push_layers(m)),
-        bad_size(*rc::gen::weightedElement<bool>({{15, false}, {1, true}})) {}
+        bad_size(*rc::gen::weightedElement<bool>({{15, false}, {1, true}})) {
+    mostly_remote(m);
+  }
   void checkPreconditions(const Model& m) const override {
     const bool ok = m.has(src) && m.has(dst);
     RC_PRE(ok);
@@ -1164,18 +1218,17 @@ struct PushCache : ApiCommand {
 /// ranges): one synchronous B2B transfer per layer.
 struct PushBlocks : ApiCommand {
   int src;
-  int peer;
-  int model_id;
+  int peer = 1;
+  int model_id = 0;
   std::vector<int> src_blocks;
   std::vector<int> dst_blocks;
   PushLayers layers;
   explicit PushBlocks(const Model& m)
       : src(pick_cache(
-            m, [](const ModelCache& c) { return c.process == 0; },
-            [](const ModelCache& c) { return c.live && c.blocks; })),
-        peer(*rc::gen::inRange(1, kProcesses)),
-        model_id(*rc::gen::inRange(0, 2)),
+            m, [](const ModelCache& c) { return c.process == 0; }, pushable(true))),
         layers(gen_push_layers(m)) {
+    mostly_remote(m);
+    std::tie(peer, model_id) = pick_blocks_key(m, pushable(true));
     const int n = *rc::gen::inRange(1, 3);
     dst_blocks.push_back(gen_index(m));
     if (n == 2) {
@@ -1244,15 +1297,16 @@ RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
   initial.width = 64 * *rc::gen::inRange(1, 9);
   initial.remote = *rc::gen::arbitrary<bool>();
   initial.strict = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
-  // Up to 31 commands per case; each command's arguments are drawn at full size, so that choices
+  // Up to 46 commands per case; each command's arguments are drawn at full size, so that choices
   // among processes, caches and rows are not biased to the first ones.
   const auto one = rc::state::gen::execOneOfWithArgs<
-      RegisterCache, RegisterCache, UnregisterCache, AllocateCache, DeallocateCache, RemoveCacheKey,
-      Link, Link, Unlink, TransferLayerwise, TransferLayerwise, ReleaseLayer, ReleaseLayer,
-      ReleaseLayer, FailLayer, WaitTask, WaitTask, PullCache, PullCache, PullBlocks, PullBlocks,
-      PushCache, PushCache, PushBlocks, PushBlocks, SwitchRole>();
+      RegisterCache, RegisterCache, RegisterCache, RegisterCache, UnregisterCache, AllocateCache,
+      DeallocateCache, RemoveCacheKey, Link, Link, Unlink, TransferLayerwise, TransferLayerwise,
+      ReleaseLayer, ReleaseLayer, ReleaseLayer, FailLayer, WaitTask, WaitTask, PullCache, PullCache,
+      PullBlocks, PullBlocks, PushCache, PushCache, PushCache, PushBlocks, PushBlocks, PushBlocks,
+      SwitchRole>();
   const auto commands = *rc::gen::resize(
-      30, rc::state::gen::commands(initial,
+      45, rc::state::gen::commands(initial,
                                    [one](const Model& m) { return rc::gen::resize(100, one(m)); }));
   RC_LOG() << rc::toString(initial) << "\n";
   Sut sut;
