@@ -109,6 +109,8 @@ struct Model {
   /// Remote-accessible mode: the prompt's table of a decoder's caches (handles), read at the first
   /// access of the link and never refreshed (§5).
   std::optional<std::vector<int>> table[kProcesses]{};
+  /// Keys pulled or removed so far (generation reuses them: a used-up key must stay gone).
+  std::vector<ModelKey> used_keys{};
 
   /// Whether `process` has a device pool: the prompt always, decoders outside remote-accessible
   /// mode (so that no push can write into pool memory that a later allocation reuses).
@@ -141,6 +143,7 @@ struct Model {
   void remove_key(int process, const ModelKey& key) {
     const auto found = find_key(process, key);
     if (!found) return;
+    used_keys.push_back(key);
     ModelCache& c = caches[static_cast<std::size_t>(found->first)];
     c.row_keys[static_cast<std::size_t>(found->second)].reset();
     if (c.pending && !c.has_keys()) c.pending = false;
@@ -314,7 +317,7 @@ ModelKey gen_key(int process) {
   return k;
 }
 
-/// A key of `process`: mostly (3 in 4) one that some row carries, when there is one.
+/// A key of `process`: mostly (3 in 4) one that some row carries or carried, when there is one.
 ModelKey pick_key(const Model& m, int process) {
   std::vector<ModelKey> known;
   for (const ModelCache& c : m.caches) {
@@ -323,10 +326,33 @@ ModelKey pick_key(const Model& m, int process) {
       if (k) known.push_back(*k);
     }
   }
+  for (const ModelKey& k : m.used_keys) {
+    if (k.cluster_process == process) known.push_back(k);
+  }
   if (!known.empty() && *rc::gen::weightedElement<bool>({{3, true}, {1, false}})) {
     return *rc::gen::elementOf(known);
   }
   return gen_key(process);
+}
+
+/// A key to pull: mostly (4 in 5) one that a row of a linked decoder carries or carried.
+ModelKey pick_pull_key(const Model& m) {
+  std::vector<ModelKey> known = m.used_keys;
+  for (const ModelCache& c : m.caches) {
+    if (!(c.live || c.pending)) continue;
+    for (const auto& k : c.row_keys) {
+      if (k) known.push_back(*k);
+    }
+  }
+  known.erase(std::remove_if(known.begin(), known.end(),
+                             [&](const ModelKey& k) {
+                               return k.cluster_process == 0 || !m.linked[k.cluster_process];
+                             }),
+              known.end());
+  if (!known.empty() && *rc::gen::weightedElement<bool>({{4, true}, {1, false}})) {
+    return *rc::gen::elementOf(known);
+  }
+  return pick_key(m, *rc::gen::inRange(1, kProcesses));
 }
 
 /// cache_keys of a new contiguous cache of `process`: none, or one per row (one too many in 1 case
@@ -336,7 +362,9 @@ std::vector<ModelKey> gen_row_keys(const Model& m, int process) {
   const int n = *rc::gen::weightedOneOf<int>(
       {{9, rc::gen::inRange(1, m.rows + 1)}, {1, rc::gen::just(m.rows + 1)}});
   std::vector<ModelKey> keys;
-  for (int i = 0; i < n; ++i) keys.push_back(gen_key(process));
+  for (int i = 0; i < n; ++i) {
+    keys.push_back(*rc::gen::arbitrary<bool>() ? gen_key(process) : pick_key(m, process));
+  }
   return keys;
 }
 
@@ -470,6 +498,12 @@ struct AllocateCache : ApiCommand {
   }
 };
 
+/// Whether `handle` names a cache of the prompt (`prompt`) or of a decoder: re-checked when a
+/// shrunk sequence has renumbered the caches.
+bool on(const Model& m, int handle, bool prompt) {
+  return m.has(handle) && (m.caches[static_cast<std::size_t>(handle)].process == 0) == prompt;
+}
+
 /// Picks the handle of a cache made so far (live or not) satisfying `ok`, if any.
 int pick_cache(const Model& m, const std::function<bool(const ModelCache&)>& ok) {
   std::vector<int> handles;
@@ -494,18 +528,6 @@ int pick_cache(const Model& m, const std::function<bool(const ModelCache&)>& ok,
 /// Keeps 1 pull or push in 4 while the prompt has no link (they would all be LLM_NOT_YET_LINK).
 void mostly_linked(const Model& m) {
   RC_PRE(m.any_link(0) || *rc::gen::weightedElement<bool>({{1, true}, {3, false}}));
-}
-
-/// A decoder process, mostly (3 in 4) a linked one when there is one.
-int pick_peer(const Model& m) {
-  std::vector<int> linked;
-  for (int p = 1; p < kProcesses; ++p) {
-    if (m.linked[p]) linked.push_back(p);
-  }
-  if (!linked.empty() && *rc::gen::weightedElement<bool>({{3, true}, {1, false}})) {
-    return *rc::gen::elementOf(linked);
-  }
-  return *rc::gen::inRange(1, kProcesses);
 }
 
 /// A row or block index, past the end in 1 case of 10.
@@ -687,8 +709,8 @@ struct TransferLayerwise : ApiCommand {
     bool ok = m.has(src) && m.caches[static_cast<std::size_t>(src)].process == 0 &&
               !m.caches[static_cast<std::size_t>(src)].blocks;
     for (const ModelConfig& c : configs) {
-      ok = ok && m.has(c.dst) && m.caches[static_cast<std::size_t>(c.dst)].process != 0 &&
-           !m.caches[static_cast<std::size_t>(c.dst)].allocated;
+      ok = ok && on(m, c.dst, false) && !m.caches[static_cast<std::size_t>(c.dst)].allocated &&
+           c.stop <= m.layers && c.src_row < m.rows && c.dst_row < m.rows;
     }
     RC_PRE(ok);
   }
@@ -887,8 +909,8 @@ struct PullCache : ApiCommand {
             [](const ModelCache& c) { return c.live && !c.blocks; })),
         local_row(gen_index(m)) {
     mostly_linked(m);
-    if (*rc::gen::weightedElement<bool>({{m.remote ? 1 : 3, true}, {4, false}})) {
-      key = pick_key(m, pick_peer(m));
+    if (*rc::gen::weightedElement<bool>({{m.remote ? 1 : 6, true}, {4, false}})) {
+      key = pick_pull_key(m);
     } else {
       remote = pick_cache(
           m, [](const ModelCache& c) { return c.process != 0; },
@@ -897,8 +919,7 @@ struct PullCache : ApiCommand {
     }
   }
   void checkPreconditions(const Model& m) const override {
-    const bool ok = m.has(local) && (key || m.has(remote));
-    RC_PRE(ok);
+    RC_PRE(on(m, local, true) && (key || on(m, remote, false)));
   }
   Expect effect(Model& m) const override {
     const ModelCache& l = m.caches[static_cast<std::size_t>(local)];
@@ -1001,8 +1022,7 @@ struct PullBlocks : ApiCommand {
     }
   }
   void checkPreconditions(const Model& m) const override {
-    const bool ok = m.has(local) && (by_blocks_key || m.has(remote));
-    RC_PRE(ok);
+    RC_PRE(on(m, local, true) && (by_blocks_key || on(m, remote, false)));
   }
   Expect effect(Model& m) const override {
     const ModelCache& l = m.caches[static_cast<std::size_t>(local)];
@@ -1176,8 +1196,7 @@ struct PushCache : ApiCommand {
     mostly_remote(m);
   }
   void checkPreconditions(const Model& m) const override {
-    const bool ok = m.has(src) && m.has(dst);
-    RC_PRE(ok);
+    RC_PRE(on(m, src, true) && on(m, dst, false));
   }
   Expect effect(Model& m) const override {
     const ModelCache& s = m.caches[static_cast<std::size_t>(src)];
@@ -1238,7 +1257,7 @@ struct PushBlocks : ApiCommand {
     const int n_src = *rc::gen::weightedElement<int>({{14, n}, {1, 0}, {1, n == 1 ? 2 : 1}});
     for (int i = 0; i < n_src; ++i) src_blocks.push_back(gen_index(m));
   }
-  void checkPreconditions(const Model& m) const override { RC_PRE(m.has(src)); }
+  void checkPreconditions(const Model& m) const override { RC_PRE(on(m, src, true)); }
   Expect effect(Model& m) const override {
     const ModelCache& s = m.caches[static_cast<std::size_t>(src)];
     if (!m.remote || !s.blocks) return {param_invalid()};
@@ -1301,10 +1320,10 @@ RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
   // among processes, caches and rows are not biased to the first ones.
   const auto one = rc::state::gen::execOneOfWithArgs<
       RegisterCache, RegisterCache, RegisterCache, RegisterCache, UnregisterCache, AllocateCache,
-      DeallocateCache, RemoveCacheKey, Link, Link, Unlink, TransferLayerwise, TransferLayerwise,
-      ReleaseLayer, ReleaseLayer, ReleaseLayer, FailLayer, WaitTask, WaitTask, PullCache, PullCache,
-      PullBlocks, PullBlocks, PushCache, PushCache, PushCache, PushBlocks, PushBlocks, PushBlocks,
-      SwitchRole>();
+      AllocateCache, DeallocateCache, DeallocateCache, RemoveCacheKey, PullCache, PullCache, Link,
+      Link, Unlink, TransferLayerwise, TransferLayerwise, ReleaseLayer, ReleaseLayer, ReleaseLayer,
+      FailLayer, WaitTask, WaitTask, PullCache, PullCache, PullBlocks, PullBlocks, PushCache,
+      PushCache, PushCache, PushBlocks, PushBlocks, PushBlocks, SwitchRole>();
   const auto commands = *rc::gen::resize(
       45, rc::state::gen::commands(initial,
                                    [one](const Model& m) { return rc::gen::resize(100, one(m)); }));
