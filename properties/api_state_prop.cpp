@@ -70,6 +70,7 @@ struct ModelCache {
   /// the last key (§4 deferred release).
   bool pending = false;
   bool remote_accessible = false;
+  bool host = false;                ///< placement HOST (else DEVICE)
   std::optional<int> blocks_key{};  ///< model_id of its BlocksCacheKey(own cluster, model_id)
   std::vector<std::optional<ModelKey>> row_keys{};  ///< by row; placeholders are nullopt
   std::vector<Bytes> tensors{};
@@ -102,6 +103,8 @@ struct Model {
   int width = 64;
   bool remote = false;  ///< llm.EnableRemoteCacheAccessible=1 on every process
   bool strict = false;  ///< kvsim.Strict=1 on every process
+  /// The prompt's device pool is 128 MiB rather than 4 MiB: enough to stage D2H / H2D pulls (§4).
+  bool staging = false;
   std::vector<ModelCache> caches{};
   std::vector<ModelTask> tasks{};
   bool linked[kProcesses] = {false, false, false};  ///< prompt <-> decoder (index 1, 2)
@@ -161,12 +164,13 @@ struct Model {
   static std::uint64_t seed(int handle, int t) {
     return 1000 + 16 * static_cast<std::uint64_t>(handle) + static_cast<std::uint64_t>(t);
   }
-  ModelCache fresh(int process, bool blocks, bool allocated) const {
+  ModelCache fresh(int process, bool blocks, bool allocated, bool host) const {
     ModelCache c;
     c.process = process;
     c.blocks = blocks;
     c.allocated = allocated;
-    c.remote_accessible = !any_link(process);
+    c.host = host;
+    c.remote_accessible = !any_link(process) && !host;  // §4: HOST defaults to False
     const int handle = static_cast<int>(caches.size());
     for (int t = 0; t < tensors(); ++t)
       c.tensors.push_back(pattern(tensor_bytes(), seed(handle, t)));
@@ -190,7 +194,8 @@ struct Model {
 
 void showValue(const Model& m, std::ostream& os) {
   os << "caches of " << m.tensors() << " tensors, shape [" << m.rows << ", " << m.width << "] INT8"
-     << (m.remote ? ", remote accessible" : "") << (m.strict ? ", strict" : "");
+     << (m.remote ? ", remote accessible" : "") << (m.strict ? ", strict" : "")
+     << (m.staging ? ", 128 MiB device pool" : "");
 }
 
 /// The real world: the harness, the three processes, and what the model's handles stand for.
@@ -404,19 +409,41 @@ void show_keys(const std::vector<ModelKey>& keys, std::ostream& os) {
   os << "]";
 }
 
+/// HOST in 1 case of 5.
+bool gen_host() {
+  return *rc::gen::weightedElement<bool>({{4, false}, {1, true}});
+}
+
+impl::CacheDesc desc_of(const Model& m, bool host) {
+  return impl::CacheDesc(m.tensors(), {m.rows, m.width}, impl::DataType::DT_INT8,
+                         host ? impl::Placement::HOST : impl::Placement::DEVICE);
+}
+
+/// `size` bytes of memory for a cache of `process`, 2 MiB aligned: its device's HBM or its node's
+/// host memory.
+std::uint64_t alloc(Sut& s, int process, bool host, std::uint64_t size) {
+  if (!host) return s.h.alloc(device_of(process), size, 0);
+  const auto addr =
+      s.h.recorder().allocate(device_of(process), impl::Placement::HOST, size, 2ull << 20);
+  if (!addr) throw std::runtime_error("out of host memory");
+  return *addr;
+}
+
 struct RegisterCache : ApiCommand {
   int process;
   bool blocks;
   std::optional<int> key;
   std::vector<ModelKey> keys;  ///< cache_keys (contiguous caches)
   bool unaligned;              ///< addresses 64 B past a 2 MiB boundary (§4: HCCS needs 2 MiB)
+  bool host;
   explicit RegisterCache(const Model& m)
       : process(*rc::gen::weightedElement<int>({{2, 0}, {1, 1}, {1, 2}})),
         blocks(*rc::gen::arbitrary<bool>()),
         key(blocks && *rc::gen::arbitrary<bool>() ? std::optional<int>(*rc::gen::inRange(0, 2))
                                                   : std::nullopt),
         keys(blocks ? std::vector<ModelKey>{} : gen_row_keys(m, process)),
-        unaligned(*rc::gen::weightedElement<bool>({{7, false}, {1, true}})) {}
+        unaligned(*rc::gen::weightedElement<bool>({{7, false}, {1, true}})),
+        host(gen_host()) {}
   Expect effect(Model& m) const override {
     std::vector<std::optional<ModelKey>> rows;
     if (const auto failed = row_keys_of(m, process, keys, rows)) return {*failed};
@@ -427,8 +454,8 @@ struct RegisterCache : ApiCommand {
         }
       }
     }
-    if (unaligned && m.strict) return {param_invalid()};  // kUnalignedRegistration
-    ModelCache c = m.fresh(process, blocks, false);
+    if (unaligned && m.strict && !host) return {param_invalid()};  // kUnalignedRegistration
+    ModelCache c = m.fresh(process, blocks, false, host);
     c.blocks_key = key;
     c.row_keys = std::move(rows);
     m.caches.push_back(std::move(c));
@@ -436,11 +463,11 @@ struct RegisterCache : ApiCommand {
   }
   void call(const Model& m, Sut& s, Results&) const override {
     const int handle = static_cast<int>(m.caches.size());
-    const impl::CacheDesc desc(m.tensors(), {m.rows, m.width}, impl::DataType::DT_INT8);
+    const impl::CacheDesc desc = desc_of(m, host);
     const std::uint64_t skew = unaligned ? 64 : 0;
     std::vector<std::uint64_t> addrs;
     for (int t = 0; t < m.tensors(); ++t) {
-      const std::uint64_t base = s.h.alloc(device_of(process), m.tensor_bytes() + skew, 0);
+      const std::uint64_t base = alloc(s, process, host, m.tensor_bytes() + skew);
       s.h.write(base + skew, pattern(m.tensor_bytes(), Model::seed(handle, t)));
       addrs.push_back(base + skew);
     }
@@ -458,7 +485,7 @@ struct RegisterCache : ApiCommand {
        << (blocks ? "register_blocks_cache" : "register_cache") << "(";
     if (key) os << "BlocksCacheKey(" << cluster_of(process) << ", " << *key << ")";
     if (!keys.empty()) show_keys(keys, os);
-    os << (unaligned ? ", addrs 2 MiB + 64" : "") << ")";
+    os << (unaligned ? ", addrs 2 MiB + 64" : "") << (host ? ", HOST" : "") << ")";
   }
 };
 
@@ -466,22 +493,24 @@ struct AllocateCache : ApiCommand {
   int process;
   bool blocks;
   std::vector<ModelKey> keys;
+  bool host;
   explicit AllocateCache(const Model& m)
       : process(*rc::gen::weightedElement<int>({{2, 0}, {1, 1}, {1, 2}})),
         blocks(*rc::gen::arbitrary<bool>()),
-        keys(blocks ? std::vector<ModelKey>{} : gen_row_keys(m, process)) {}
+        keys(blocks ? std::vector<ModelKey>{} : gen_row_keys(m, process)),
+        host(gen_host()) {}
   Expect effect(Model& m) const override {
     if (!m.has_pool(process)) return {llm_outcome(LLMStatusCode::LLM_FEATURE_NOT_ENABLED)};
     std::vector<std::optional<ModelKey>> rows;
     if (const auto failed = row_keys_of(m, process, keys, rows)) return {*failed};
-    ModelCache c = m.fresh(process, blocks, true);
+    ModelCache c = m.fresh(process, blocks, true, host);
     c.row_keys = std::move(rows);
     m.caches.push_back(std::move(c));
     return {};
   }
   void call(const Model& m, Sut& s, Results&) const override {
     const int handle = static_cast<int>(m.caches.size());
-    const impl::CacheDesc desc(m.tensors(), {m.rows, m.width}, impl::DataType::DT_INT8);
+    const impl::CacheDesc desc = desc_of(m, host);
     impl::CacheView v = blocks ? s.cm(process).allocate_blocks_cache(desc)
                                : s.cm(process).allocate_cache(desc, real_keys(keys));
     for (int t = 0; t < m.tensors(); ++t) {
@@ -494,7 +523,7 @@ struct AllocateCache : ApiCommand {
     os << "#new = c" << cluster_of(process) << "."
        << (blocks ? "allocate_blocks_cache" : "allocate_cache") << "(";
     if (!keys.empty()) show_keys(keys, os);
-    os << ")";
+    os << (host ? ", HOST" : "") << ")";
   }
 };
 
@@ -715,6 +744,7 @@ struct TransferLayerwise : ApiCommand {
     RC_PRE(ok);
   }
   Expect effect(Model& m) const override {
+    if (m.caches[static_cast<std::size_t>(src)].host) return {param_invalid()};  // §3.1 item 1
     // §3.1 item 4: remote-accessible mode takes TransferWithCacheKeyConfig only.
     if (m.remote) return {CallOutcome{CallOutcome::Kind::kTypeError}};
     if (m.strict) {
@@ -808,6 +838,11 @@ struct OpenLayer : ApiCommand {
       }
       if (!m.linked[m.caches[static_cast<std::size_t>(c.dst)].process]) {
         finish(cluster, LLMStatusCode::LLM_NOT_YET_LINK);
+        break;
+      }
+      // §3.5: a HOST dst must come from allocate_cache (kDstOutsidePeer, "error unknown").
+      if (m.caches[static_cast<std::size_t>(c.dst)].host) {
+        finish(cluster, LLMStatusCode::LLM_FAILED);
         break;
       }
       m.copy_rows(t.src, c.src_row, c.dst, c.dst_row, 2 * layer, 2);
@@ -946,6 +981,9 @@ struct PullCache : ApiCommand {
     if (m.caches[static_cast<std::size_t>(src)].blocks || row >= m.rows || local_row >= m.rows) {
       return {param_invalid()};
     }
+    if (l.host != m.caches[static_cast<std::size_t>(src)].host && !m.staging) {
+      return {llm_outcome(LLMStatusCode::LLM_FEATURE_NOT_ENABLED)};  // §4: D2H/H2D need the pool
+    }
     m.copy_rows(src, row, local, local_row, 0, m.tensors());
     if (key) m.remove_key(peer, *key);
     return {};
@@ -1056,6 +1094,11 @@ struct PullBlocks : ApiCommand {
     for (int d : dst_blocks) {
       if (d >= m.rows) return {param_invalid()};
     }
+    const ModelCache& from = m.caches[static_cast<std::size_t>(src)];
+    if (from.host && !l.host && !(from.blocks && l.blocks)) return {param_invalid()};  // §4
+    if (from.host != l.host && !m.staging) {
+      return {llm_outcome(LLMStatusCode::LLM_FEATURE_NOT_ENABLED)};
+    }
     if (by_blocks_key) {
       for (int b : src_blocks) {
         if (b >= m.rows) return {param_invalid()};
@@ -1152,6 +1195,7 @@ void show_push_layers(const PushLayers& p, std::ostream& os) {
 std::optional<CallOutcome> push_preamble(Model& m, const ModelCache& src, int peer,
                                          const std::function<int(Model&)>& find_dst, int& dst) {
   if (!src.live) return llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST);
+  if (src.host) return param_invalid();  // push requires a DEVICE source (§4 C++ notes)
   if (!m.linked[peer]) return llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK);
   dst = find_dst(m);
   if (dst < 0) return llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST);
@@ -1316,6 +1360,7 @@ RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
   initial.width = 64 * *rc::gen::inRange(1, 9);
   initial.remote = *rc::gen::arbitrary<bool>();
   initial.strict = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+  initial.staging = *rc::gen::arbitrary<bool>();
   // Up to 46 commands per case; each command's arguments are drawn at full size, so that choices
   // among processes, caches and rows are not biased to the first ones.
   const auto one = rc::state::gen::execOneOfWithArgs<
@@ -1332,7 +1377,10 @@ RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
   for (int p = 0; p < kProcesses; ++p) {
     std::map<std::string, std::string> options = {{impl::kOptionEnableSwitchRole, "1"}};
     if (initial.has_pool(p)) {
-      options[impl::kOptionMemPoolConfig] = R"({"memory_size": 4194304, "page_shift": 10})";
+      const bool big = p == 0 && initial.staging;
+      options[impl::kOptionMemPoolConfig] = big ? R"({"memory_size": 134217728, "page_shift": 10})"
+                                                : R"({"memory_size": 4194304, "page_shift": 10})";
+      options[impl::kOptionHostMemPoolConfig] = R"({"memory_size": 4194304, "page_shift": 10})";
     }
     if (initial.remote) options[impl::kOptionEnableRemoteCacheAccessible] = "1";
     if (initial.strict) options[impl::kOptionKvsimStrict] = "1";
