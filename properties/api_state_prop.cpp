@@ -18,6 +18,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "properties/api_model.h"
 #include "properties/prop_support.h"
 #include "sim/engine_setup.h"
 
@@ -26,176 +27,18 @@ namespace {
 
 using impl::LLMRole;
 using Results = std::vector<std::optional<LLMStatusCode>>;
-using Bytes = std::vector<std::uint8_t>;
+using api_model::cluster_of;
+using api_model::device_of;
+using api_model::kProcesses;
+using api_model::Model;
+using api_model::ModelCache;
+using api_model::ModelConfig;
+using api_model::ModelKey;
+using api_model::ModelTask;
+using api_model::next_covered;
 
-constexpr int kProcesses = 3;  ///< index 0: prompt cluster 1; 1, 2: decoders 2, 3
-
-std::uint64_t cluster_of(int process) {
-  return static_cast<std::uint64_t>(process + 1);
-}
-int device_of(int process) {
-  return process == 0 ? 0 : process == 1 ? 8 : 1;
-}
 const char* role_name(LLMRole r) {
   return r == LLMRole::PROMPT ? "PROMPT" : r == LLMRole::DECODER ? "DECODER" : "MIX";
-}
-
-/// A CacheKey(cluster, req_id, model_id 0, prefix_id); -1 stands for the invalid id 2**64-1.
-struct ModelKey {
-  int cluster_process = 0;
-  int req = -1;
-  int prefix = -1;
-  bool placeholder() const { return req < 0 && prefix < 0; }
-  impl::CacheKey real() const {
-    const auto id = [](int v) { return v < 0 ? impl::kInvalidId : static_cast<std::uint64_t>(v); };
-    return impl::CacheKey{cluster_of(cluster_process), id(req), 0, id(prefix)};
-  }
-  friend bool operator==(const ModelKey& a, const ModelKey& b) {
-    return a.cluster_process == b.cluster_process && a.req == b.req && a.prefix == b.prefix;
-  }
-};
-
-void showValue(const ModelKey& k, std::ostream& os) {
-  os << "CacheKey(" << cluster_of(k.cluster_process) << ", req " << k.req << ", prefix " << k.prefix
-     << ")";
-}
-
-/// A cache as the model sees it; its index is the handle commands name it by.
-struct ModelCache {
-  int process = 0;
-  bool blocks = false;     ///< a blocks cache: `rows` blocks of `width` bytes
-  bool allocated = false;  ///< from the pool (allocate_*) rather than register_*
-  bool live = true;        ///< not yet unregistered / deallocated
-  /// Deallocated while some row kept a key: invisible locally, still pulled by key, freed with
-  /// the last key (§4 deferred release).
-  bool pending = false;
-  bool remote_accessible = false;
-  bool host = false;                ///< placement HOST (else DEVICE)
-  std::optional<int> blocks_key{};  ///< model_id of its BlocksCacheKey(own cluster, model_id)
-  std::vector<std::optional<ModelKey>> row_keys{};  ///< by row; placeholders are nullopt
-  std::vector<Bytes> tensors{};
-  bool has_keys() const {
-    return std::any_of(row_keys.begin(), row_keys.end(),
-                       [](const auto& k) { return k.has_value(); });
-  }
-};
-
-struct ModelConfig {
-  int dst = 0;  ///< handle of a decoder cache; its process gives dst_cluster_id
-  int start = 0;
-  int stop = 1;
-  int src_row = 0;
-  int dst_row = 0;
-};
-
-/// An in-flight or finished transfer_cache_async task.
-struct ModelTask {
-  int src = 0;
-  std::vector<ModelConfig> configs{};
-  int next_layer = 0;  ///< the layer whose synchronize_layer is waiting (when !done)
-  bool done = false;
-  std::map<std::uint64_t, LLMStatusCode> slots{};
-};
-
-struct Model {
-  int layers = 1;
-  int rows = 1;
-  int width = 64;
-  bool remote = false;  ///< llm.EnableRemoteCacheAccessible=1 on every process
-  bool strict = false;  ///< kvsim.Strict=1 on every process
-  /// The prompt's device pool is 128 MiB rather than 4 MiB: enough to stage D2H / H2D pulls (§4).
-  bool staging = false;
-  std::vector<ModelCache> caches{};
-  std::vector<ModelTask> tasks{};
-  bool linked[kProcesses] = {false, false, false};  ///< prompt <-> decoder (index 1, 2)
-  bool listening[kProcesses] = {false, true, true};
-  /// Remote-accessible mode: the prompt's table of a decoder's caches (handles), read at the first
-  /// access of the link and never refreshed (§5).
-  std::optional<std::vector<int>> table[kProcesses]{};
-  /// Keys pulled or removed so far (generation reuses them: a used-up key must stay gone).
-  std::vector<ModelKey> used_keys{};
-
-  /// Whether `process` has a device pool: the prompt always, decoders outside remote-accessible
-  /// mode (so that no push can write into pool memory that a later allocation reuses).
-  bool has_pool(int process) const { return process == 0 || !remote; }
-  /// The prompt's table of `peer`, read now if not yet.
-  const std::vector<int>& table_of(int peer) {
-    auto& t = table[peer];
-    if (!t) {
-      t.emplace();
-      for (std::size_t i = 0; i < caches.size(); ++i) {
-        if (caches[i].live && caches[i].process == peer) t->push_back(static_cast<int>(i));
-      }
-    }
-    return *t;
-  }
-  /// Handle and row of the cache of `process` (live or pending) whose row carries `key`.
-  std::optional<std::pair<int, int>> find_key(int process, const ModelKey& key) const {
-    for (std::size_t i = 0; i < caches.size(); ++i) {
-      const ModelCache& c = caches[i];
-      if (c.process != process || !(c.live || c.pending)) continue;
-      for (std::size_t r = 0; r < c.row_keys.size(); ++r) {
-        if (c.row_keys[r] == std::optional<ModelKey>(key)) {
-          return std::make_pair(static_cast<int>(i), static_cast<int>(r));
-        }
-      }
-    }
-    return std::nullopt;
-  }
-  /// remove_cache_key on `process`: the key goes; a pending cache goes with its last key.
-  void remove_key(int process, const ModelKey& key) {
-    const auto found = find_key(process, key);
-    if (!found) return;
-    used_keys.push_back(key);
-    ModelCache& c = caches[static_cast<std::size_t>(found->first)];
-    c.row_keys[static_cast<std::size_t>(found->second)].reset();
-    if (c.pending && !c.has_keys()) c.pending = false;
-  }
-
-  int tensors() const { return 2 * layers; }
-  std::uint64_t tensor_bytes() const { return static_cast<std::uint64_t>(rows * width); }
-  bool any_link(int process) const {
-    return process == 0 ? linked[1] || linked[2] : linked[process];
-  }
-  bool has(int handle) const {
-    return handle >= 0 && static_cast<std::size_t>(handle) < caches.size();
-  }
-  /// Pattern seed of tensor t of the cache with this handle.
-  static std::uint64_t seed(int handle, int t) {
-    return 1000 + 16 * static_cast<std::uint64_t>(handle) + static_cast<std::uint64_t>(t);
-  }
-  ModelCache fresh(int process, bool blocks, bool allocated, bool host) const {
-    ModelCache c;
-    c.process = process;
-    c.blocks = blocks;
-    c.allocated = allocated;
-    c.host = host;
-    c.remote_accessible = !any_link(process) && !host;  // §4: HOST defaults to False
-    const int handle = static_cast<int>(caches.size());
-    for (int t = 0; t < tensors(); ++t)
-      c.tensors.push_back(pattern(tensor_bytes(), seed(handle, t)));
-    return c;
-  }
-  /// Copies `width` bytes of `count` tensors from (src, row s, tensor st..) to (dst, row d,
-  /// tensor dt..). A dead dst still takes them: registered memory outlives its cache, and a stale
-  /// remote table may read it back.
-  void copy_rows(int src, int s, int dst, int d, int st, int count, int dt) {
-    for (int i = 0; i < count; ++i) {
-      const Bytes& from =
-          caches[static_cast<std::size_t>(src)].tensors[static_cast<std::size_t>(st + i)];
-      Bytes& to = caches[static_cast<std::size_t>(dst)].tensors[static_cast<std::size_t>(dt + i)];
-      std::copy_n(from.begin() + s * width, width, to.begin() + d * width);
-    }
-  }
-  void copy_rows(int src, int s, int dst, int d, int first_tensor, int count) {
-    copy_rows(src, s, dst, d, first_tensor, count, first_tensor);
-  }
-};
-
-void showValue(const Model& m, std::ostream& os) {
-  os << "caches of " << m.tensors() << " tensors, shape [" << m.rows << ", " << m.width << "] INT8"
-     << (m.remote ? ", remote accessible" : "") << (m.strict ? ", strict" : "")
-     << (m.staging ? ", 128 MiB device pool" : "");
 }
 
 /// The real world: the harness, the three processes, and what the model's handles stand for.
@@ -702,16 +545,6 @@ struct SwitchRole : ApiCommand {
        << (listen ? ", {listenIpInfo: own device}" : "") << ")";
   }
 };
-
-/// The first layer at or after `from` that some config of `t` covers, or -1.
-int next_covered(const ModelTask& t, int from, int layers) {
-  for (int layer = from; layer < layers; ++layer) {
-    for (const ModelConfig& c : t.configs) {
-      if (c.start <= layer && layer < c.stop) return layer;
-    }
-  }
-  return -1;
-}
 
 struct TransferLayerwise : ApiCommand {
   int src;
