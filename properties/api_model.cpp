@@ -42,6 +42,13 @@ void Model::remove_key(int process, const ModelKey& key) {
   if (c.pending && !c.has_keys()) c.pending = false;
 }
 
+bool Model::v1_transfer_on_link(int peer) const {
+  const std::pair<int, int> link{peer, link_generation[peer]};
+  return std::any_of(tasks.begin(), tasks.end(), [&](const ModelTask& t) {
+    return !t.done && std::find(t.v1_links.begin(), t.v1_links.end(), link) != t.v1_links.end();
+  });
+}
+
 ModelCache Model::fresh(int process, bool blocks, bool allocated, bool host) const {
   ModelCache c;
   c.process = process;
@@ -66,7 +73,7 @@ void Model::copy_rows(int src, int s, int dst, int d, int st, int count, int dt)
 void showValue(const Model& m, std::ostream& os) {
   os << "caches of " << m.tensors() << " tensors, shape [" << m.rows << ", " << m.width << "] INT8"
      << (m.remote ? ", remote accessible" : "") << (m.strict ? ", strict" : "")
-     << (m.staging ? ", 128 MiB device pool" : "");
+     << (m.staging ? ", 128 MiB device pool" : "") << (m.v1 ? ", v1" : "");
 }
 
 int next_covered(const ModelTask& t, int from, int layers) {

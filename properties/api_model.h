@@ -85,6 +85,8 @@ struct ModelTask {
   int next_layer = 0;  ///< the layer whose synchronize_layer is waiting (when !done)
   bool done = false;
   std::map<std::uint64_t, LLMStatusCode> slots{};
+  /// v1: (decoder, link generation) of each link its configs used when it started.
+  std::vector<std::pair<int, int>> v1_links{};
 };
 
 /// Everything the commands' rules read and write; copied per command, so plain values only.
@@ -96,6 +98,10 @@ struct Model {
   bool strict = false;  ///< kvsim.Strict=1 on every process
   /// The prompt's device pool is 128 MiB rather than 4 MiB: enough to stage D2H / H2D pulls (§4).
   bool staging = false;
+  bool v1 = false;          ///< kvsim.ApiVersion=1 on every process (never remote-accessible)
+  bool prompt_role = true;  ///< the prompt process's role is PROMPT (v1 transfers need it)
+  /// Links made so far to each decoder: a v1 task counts on the link it started on (§3.5).
+  int link_generation[kProcesses] = {0, 0, 0};
   std::vector<ModelCache> caches{};
   std::vector<ModelTask> tasks{};
   bool linked[kProcesses] = {false, false, false};  ///< prompt <-> decoder (index 1, 2)
@@ -115,6 +121,8 @@ struct Model {
   std::optional<std::pair<int, int>> find_key(int process, const ModelKey& key) const;
   /// remove_cache_key on `process`: the key goes; a pending cache goes with its last key.
   void remove_key(int process, const ModelKey& key);
+  /// v1: whether a task in flight started on the current link to `peer` (a pull there overlaps).
+  bool v1_transfer_on_link(int peer) const;
 
   int tensors() const { return 2 * layers; }
   std::uint64_t tensor_bytes() const { return static_cast<std::uint64_t>(rows * width); }

@@ -54,8 +54,48 @@ struct Sut {
   std::vector<impl::CacheView> views;  ///< by handle
   std::vector<impl::CacheTask> tasks;
   std::vector<std::shared_ptr<GateSync>> gates;
+  bool v1 = false;  ///< kvsim.ApiVersion=1: the calls below go to KvCacheManager
   impl::CacheManager& cm(int process) {
     return dists[static_cast<std::size_t>(process)]->cache_manager();
+  }
+  impl::KvCacheManager& kv(int process) {
+    return dists[static_cast<std::size_t>(process)]->kv_cache_manager();
+  }
+  /// The calls both cache managers have, on the case's one.
+  impl::CacheView allocate(int process, const impl::CacheDesc& desc, bool blocks,
+                           const std::vector<impl::CacheKey>& keys) {
+    if (!v1) {
+      return blocks ? cm(process).allocate_blocks_cache(desc)
+                    : cm(process).allocate_cache(desc, keys);
+    }
+    return (blocks ? kv(process).allocate_blocks_cache(desc)
+                   : kv(process).allocate_cache(desc, keys))
+        .view();
+  }
+  void deallocate(int process, const impl::CacheView& v, bool blocks) {
+    if (!v1) {
+      blocks ? cm(process).deallocate_blocks_cache(v) : cm(process).deallocate_cache(v);
+    } else {
+      blocks ? kv(process).deallocate_blocks_cache(impl::KvCache(v))
+             : kv(process).deallocate_cache(impl::KvCache(v));
+    }
+  }
+  void remove_cache_key(int process, const impl::CacheKey& key) {
+    v1 ? kv(process).remove_cache_key(key) : cm(process).remove_cache_key(key);
+  }
+  void pull_cache(const impl::PullCacheKey& key, const impl::CacheView& local, std::int64_t row) {
+    v1 ? kv(0).pull_cache(key, impl::KvCache(local), row) : cm(0).pull_cache(key, local, row);
+  }
+  void pull_blocks(const impl::PullBlocksKey& key, const impl::CacheView& local,
+                   const std::vector<std::int64_t>& src, const std::vector<std::int64_t>& dst) {
+    v1 ? kv(0).pull_blocks(key, impl::KvCache(local), src, dst)
+       : cm(0).pull_blocks(key, local, src, dst);
+  }
+  impl::CacheTask transfer(const impl::CacheView& src,
+                           std::shared_ptr<impl::LayerSynchronizer> sync,
+                           std::vector<impl::AnyTransferConfig>& configs) {
+    return v1 ? kv(0).transfer_cache_async(impl::KvCache(src), std::move(sync), configs)
+              : cm(0).transfer_cache_async(src, std::move(sync), configs);
   }
 };
 
@@ -286,7 +326,10 @@ struct RegisterCache : ApiCommand {
                                                   : std::nullopt),
         keys(blocks ? std::vector<ModelKey>{} : gen_row_keys(m, process)),
         unaligned(*rc::gen::weightedElement<bool>({{7, false}, {1, true}})),
-        host(gen_host()) {}
+        host(gen_host()) {
+    RC_PRE(!m.v1);  // v1 caches come from the pool only
+  }
+  void checkPreconditions(const Model& m) const override { RC_PRE(!m.v1); }
   Expect effect(Model& m) const override {
     std::vector<std::optional<ModelKey>> rows;
     if (const auto failed = row_keys_of(m, process, keys, rows)) return {*failed};
@@ -354,8 +397,7 @@ struct AllocateCache : ApiCommand {
   void call(const Model& m, Sut& s, Results&) const override {
     const int handle = static_cast<int>(m.caches.size());
     const impl::CacheDesc desc = desc_of(m, host);
-    impl::CacheView v = blocks ? s.cm(process).allocate_blocks_cache(desc)
-                               : s.cm(process).allocate_cache(desc, real_keys(keys));
+    impl::CacheView v = s.allocate(process, desc, blocks, real_keys(keys));
     for (int t = 0; t < m.tensors(); ++t) {
       s.h.write(v.tensor_addrs[static_cast<std::size_t>(t)],
                 pattern(m.tensor_bytes(), Model::seed(handle, t)));
@@ -411,7 +453,9 @@ int gen_index(const Model& m) {
 struct UnregisterCache : ApiCommand {
   int handle;
   explicit UnregisterCache(const Model& m)
-      : handle(pick_cache(m, [](const ModelCache&) { return true; })) {}
+      : handle(pick_cache(m, [](const ModelCache&) { return true; })) {
+    RC_PRE(!m.v1);
+  }
   void checkPreconditions(const Model& m) const override { RC_PRE(m.has(handle)); }
   Expect effect(Model& m) const override {
     ModelCache& c = m.caches[static_cast<std::size_t>(handle)];
@@ -435,7 +479,12 @@ struct DeallocateCache : ApiCommand {
       : handle(pick_cache(
             m, [](const ModelCache&) { return true; },
             [](const ModelCache& c) { return c.allocated; })) {}
-  void checkPreconditions(const Model& m) const override { RC_PRE(m.has(handle)); }
+  void checkPreconditions(const Model& m) const override {
+    RC_PRE(m.has(handle));
+    for (const ModelTask& t : m.tasks) {
+      for (const ModelConfig& c : t.configs) RC_PRE(t.done || c.dst != handle);
+    }
+  }
   Expect effect(Model& m) const override {
     ModelCache& c = m.caches[static_cast<std::size_t>(handle)];
     if (!c.live) return {};  // a missing (or pending) cache is a no-op (§4)
@@ -447,11 +496,7 @@ struct DeallocateCache : ApiCommand {
   void call(const Model& m, Sut& s, Results&) const override {
     const impl::CacheView& v = s.views[static_cast<std::size_t>(handle)];
     const ModelCache& c = m.caches[static_cast<std::size_t>(handle)];
-    if (c.blocks) {
-      s.cm(c.process).deallocate_blocks_cache(v);
-    } else {
-      s.cm(c.process).deallocate_cache(v);
-    }
+    s.deallocate(c.process, v, c.blocks);
   }
   void show(std::ostream& os) const override { os << "deallocate(#" << handle << ")"; }
 };
@@ -467,7 +512,7 @@ struct RemoveCacheKey : ApiCommand {
     return {};
   }
   void call(const Model&, Sut& s, Results&) const override {
-    s.cm(process).remove_cache_key(key.real());
+    s.remove_cache_key(process, key.real());
   }
   void show(std::ostream& os) const override {
     os << "c" << cluster_of(process) << ".remove_cache_key(";
@@ -486,6 +531,7 @@ struct Link : ApiCommand {
     if (m.linked[peer]) return {llm_outcome(LLMStatusCode::LLM_ALREADY_LINK)};
     if (!m.listening[peer]) return {llm_outcome(LLMStatusCode::LLM_LINK_FAILED)};
     m.linked[peer] = true;
+    ++m.link_generation[peer];
     m.table[peer].reset();
     return {};
   }
@@ -530,6 +576,7 @@ struct SwitchRole : ApiCommand {
   Expect effect(Model& m) const override {
     if (m.any_link(process)) return {llm_outcome(LLMStatusCode::LLM_EXIST_LINK)};
     m.listening[process] = role == LLMRole::PROMPT && (listen || m.listening[process]);
+    if (process == 0) m.prompt_role = role == LLMRole::PROMPT;
     return {};
   }
   void call(const Model&, Sut& s, Results&) const override {
@@ -546,6 +593,15 @@ struct SwitchRole : ApiCommand {
   }
 };
 
+/// Whether `handle` may be a transfer_cache_async destination: a decoder cache, registered in v2
+/// (pool memory may be reused once freed), live allocated in v1 (no other caches there; none is
+/// deallocated while a task may write it).
+bool transfer_dst(const Model& m, int handle) {
+  if (!on(m, handle, false)) return false;
+  const ModelCache& c = m.caches[static_cast<std::size_t>(handle)];
+  return m.v1 ? c.allocated && c.live : !c.allocated;
+}
+
 struct TransferLayerwise : ApiCommand {
   int src;
   std::vector<ModelConfig> configs;
@@ -553,7 +609,7 @@ struct TransferLayerwise : ApiCommand {
       : src(pick_cache(m, [](const ModelCache& c) { return c.process == 0 && !c.blocks; })) {
     std::vector<int> dsts;
     for (std::size_t i = 0; i < m.caches.size(); ++i) {
-      if (m.caches[i].process != 0 && !m.caches[i].allocated) dsts.push_back(static_cast<int>(i));
+      if (transfer_dst(m, static_cast<int>(i))) dsts.push_back(static_cast<int>(i));
     }
     RC_PRE(!dsts.empty());
     const int n = *rc::gen::inRange(1, 3);
@@ -571,13 +627,14 @@ struct TransferLayerwise : ApiCommand {
     bool ok = m.has(src) && m.caches[static_cast<std::size_t>(src)].process == 0 &&
               !m.caches[static_cast<std::size_t>(src)].blocks;
     for (const ModelConfig& c : configs) {
-      ok = ok && on(m, c.dst, false) && !m.caches[static_cast<std::size_t>(c.dst)].allocated &&
-           c.stop <= m.layers && c.src_row < m.rows && c.dst_row < m.rows;
+      ok = ok && transfer_dst(m, c.dst) && c.stop <= m.layers && c.src_row < m.rows &&
+           c.dst_row < m.rows;
     }
     RC_PRE(ok);
   }
   Expect effect(Model& m) const override {
-    if (m.caches[static_cast<std::size_t>(src)].host) return {param_invalid()};  // §3.1 item 1
+    if (m.v1 && !m.prompt_role) return {param_invalid()};  // §3.1 item 1: v1 needs PROMPT
+    if (!m.v1 && m.caches[static_cast<std::size_t>(src)].host) return {param_invalid()};
     // §3.1 item 4: remote-accessible mode takes TransferWithCacheKeyConfig only.
     if (m.remote) return {CallOutcome{CallOutcome::Kind::kTypeError}};
     if (m.strict) {
@@ -594,6 +651,12 @@ struct TransferLayerwise : ApiCommand {
     ModelTask t;
     t.src = src;
     t.configs = configs;
+    if (m.v1) {
+      for (const ModelConfig& c : configs) {
+        const int p = m.caches[static_cast<std::size_t>(c.dst)].process;
+        if (m.linked[p]) t.v1_links.emplace_back(p, m.link_generation[p]);
+      }
+    }
     t.next_layer = next_covered(t, 0, m.layers);
     m.tasks.push_back(t);
     return {};
@@ -615,8 +678,7 @@ struct TransferLayerwise : ApiCommand {
                                impl::LayerRange{c.start, c.stop}, c.src_row));
     }
     auto gate = std::make_shared<GateSync>(s.h.platform());
-    s.tasks.push_back(
-        s.cm(0).transfer_cache_async(s.views[static_cast<std::size_t>(src)], gate, list));
+    s.tasks.push_back(s.transfer(s.views[static_cast<std::size_t>(src)], gate, list));
     s.gates.push_back(gate);
   }
   void show(std::ostream& os) const override {
@@ -674,7 +736,8 @@ struct OpenLayer : ApiCommand {
         break;
       }
       // §3.5: a HOST dst must come from allocate_cache (kDstOutsidePeer, "error unknown").
-      if (m.caches[static_cast<std::size_t>(c.dst)].host) {
+      if (m.caches[static_cast<std::size_t>(c.dst)].host &&
+          !m.caches[static_cast<std::size_t>(c.dst)].allocated) {
         finish(cluster, LLMStatusCode::LLM_FAILED);
         break;
       }
@@ -723,7 +786,7 @@ struct WaitTask : ApiCommand {
     for (const ModelConfig& c : t.configs) {
       const auto it = t.slots.find(cluster_of(m.caches[static_cast<std::size_t>(c.dst)].process));
       if (!t.done) {
-        r.emplace_back(LLMStatusCode::LLM_TIMEOUT);
+        r.emplace_back(m.v1 ? LLMStatusCode::LLM_WAIT_PROCESS_TIMEOUT : LLMStatusCode::LLM_TIMEOUT);
       } else {
         r.push_back(it == t.slots.end() ? std::nullopt : std::optional<LLMStatusCode>(it->second));
       }
@@ -799,6 +862,9 @@ struct PullCache : ApiCommand {
     const int peer =
         key ? key->cluster_process : m.caches[static_cast<std::size_t>(remote)].process;
     if (!m.linked[peer]) return {llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)};
+    if (m.v1 && m.strict && m.v1_transfer_on_link(peer)) {
+      return {llm_outcome(LLMStatusCode::LLM_LINK_BUSY)};  // kLinkCallOverlap (§3.5 v1)
+    }
     int src = remote;
     int row = remote_row;
     if (key) {
@@ -824,10 +890,10 @@ struct PullCache : ApiCommand {
   void call(const Model& m, Sut& s, Results&) const override {
     const impl::CacheView& l = s.views[static_cast<std::size_t>(local)];
     if (key) {
-      s.cm(0).pull_cache(key->real(), l, local_row);
+      s.pull_cache(key->real(), l, local_row);
       return;
     }
-    s.cm(0).pull_cache(
+    s.pull_cache(
         impl::CacheKeyByIdAndIndex(cluster_of(m.caches[static_cast<std::size_t>(remote)].process),
                                    s.views[static_cast<std::size_t>(remote)].cache_id, remote_row),
         l, local_row);
@@ -901,6 +967,9 @@ struct PullBlocks : ApiCommand {
     if (!l.live) return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
     const int process = by_blocks_key ? peer : m.caches[static_cast<std::size_t>(remote)].process;
     if (!m.linked[process]) return {llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)};
+    if (m.v1 && m.strict && m.v1_transfer_on_link(process)) {
+      return {llm_outcome(LLMStatusCode::LLM_LINK_BUSY)};  // kLinkCallOverlap (§3.5 v1)
+    }
     int src = remote;
     if (m.remote) {
       // The table as read at the link's first access: a BlocksCacheKey names the first blocks
@@ -950,14 +1019,13 @@ struct PullBlocks : ApiCommand {
     const std::vector<std::int64_t> dst(dst_blocks.begin(), dst_blocks.end());
     if (by_blocks_key) {
       const std::vector<std::int64_t> src(src_blocks.begin(), src_blocks.end());
-      s.cm(0).pull_blocks(
-          impl::BlocksCacheKey{cluster_of(peer), static_cast<std::uint64_t>(model_id)},
-          s.views[static_cast<std::size_t>(local)], src, dst);
+      s.pull_blocks(impl::BlocksCacheKey{cluster_of(peer), static_cast<std::uint64_t>(model_id)},
+                    s.views[static_cast<std::size_t>(local)], src, dst);
     } else {
-      s.cm(0).pull_blocks(impl::CacheKeyByIdAndIndex(
-                              cluster_of(m.caches[static_cast<std::size_t>(remote)].process),
-                              s.views[static_cast<std::size_t>(remote)].cache_id, remote_row),
-                          s.views[static_cast<std::size_t>(local)], {}, dst);
+      s.pull_blocks(impl::CacheKeyByIdAndIndex(
+                        cluster_of(m.caches[static_cast<std::size_t>(remote)].process),
+                        s.views[static_cast<std::size_t>(remote)].cache_id, remote_row),
+                    s.views[static_cast<std::size_t>(local)], {}, dst);
     }
   }
   void show(std::ostream& os) const override {
@@ -1047,6 +1115,7 @@ std::function<bool(const ModelCache&)> pushable(bool blocks) {
 /// Outside remote-accessible mode a push only checks the option: keep 1 push in 8 there, and 1
 /// in 4 while the prompt has no link.
 void mostly_remote(const Model& m) {
+  RC_PRE(!m.v1);
   RC_PRE(m.remote || *rc::gen::weightedElement<bool>({{1, true}, {7, false}}));
   mostly_linked(m);
 }
@@ -1194,6 +1263,8 @@ RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
   initial.remote = *rc::gen::arbitrary<bool>();
   initial.strict = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
   initial.staging = *rc::gen::arbitrary<bool>();
+  initial.v1 = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+  if (initial.v1) initial.remote = false;
   // Up to 46 commands per case; each command's arguments are drawn at full size, so that choices
   // among processes, caches and rows are not biased to the first ones.
   const auto one = rc::state::gen::execOneOfWithArgs<
@@ -1207,6 +1278,7 @@ RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
                                    [one](const Model& m) { return rc::gen::resize(100, one(m)); }));
   RC_LOG() << rc::toString(initial) << "\n";
   Sut sut;
+  sut.v1 = initial.v1;
   for (int p = 0; p < kProcesses; ++p) {
     std::map<std::string, std::string> options = {{impl::kOptionEnableSwitchRole, "1"}};
     if (initial.has_pool(p)) {
@@ -1217,6 +1289,7 @@ RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
     }
     if (initial.remote) options[impl::kOptionEnableRemoteCacheAccessible] = "1";
     if (initial.strict) options[impl::kOptionKvsimStrict] = "1";
+    if (initial.v1) options[impl::kOptionKvsimApiVersion] = "1";
     sut.dists.push_back(sut.h.make_dist(p == 0 ? LLMRole::PROMPT : LLMRole::DECODER, cluster_of(p),
                                         device_of(p), p != 0, options));
   }
