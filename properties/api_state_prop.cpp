@@ -4,11 +4,13 @@
 // deallocate with the deferred release of keyed caches, remove_cache_key, link/unlink,
 // transfer_cache_async with a gated synchronizer whose layers the commands release or fail one at
 // a time (the interleavings), synchronize/get_results with timeouts, pull_cache (by id or by
-// CacheKey, which a pull uses up), pull_blocks, push_cache/push_blocks and switch_role. Each case
-// runs either plain or remote-accessible (llm.EnableRemoteCacheAccessible=1: pushes, a remote
-// cache table read at the first access of a link, TransferConfig refused) and either faithful or
-// strict (kvsim.Strict=1: diagnostics are errors). A pure reference model predicts every call's
-// status or exception and the bytes of every live cache; both are checked after each command.
+// CacheKey, which a pull uses up), pull_blocks, push_cache/push_blocks and switch_role, on DEVICE
+// and HOST caches. Each case runs v2 plain, v2 remote-accessible
+// (llm.EnableRemoteCacheAccessible=1: pushes, a remote cache table read at the first access of a
+// link, TransferConfig refused) or v1 (kvsim.ApiVersion=1: KvCacheManager), and either faithful or
+// strict (kvsim.Strict=1: diagnostics are errors). The pure reference model (api_model.h) and the
+// commands' rules predict every call's status or exception and the bytes of every live cache; both
+// are checked after each command.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 #include <rapidcheck/state.h>
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 #include "properties/api_model.h"
