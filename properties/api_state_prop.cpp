@@ -937,10 +937,11 @@ std::pair<int, int> pick_blocks_key(const Model& m,
 struct PullBlocks : ApiCommand {
   int local;
   bool by_blocks_key;
-  int remote = -1;     ///< by id: the remote cache
-  int peer = 1;        ///< by key: the remote process
-  int model_id = 0;    ///< by key
-  int remote_row = 0;  ///< by id
+  int remote = -1;                ///< by id: the remote cache
+  int peer = 1;                   ///< by key: the remote process
+  int model_id = 0;               ///< by key
+  int remote_row = 0;             ///< by id
+  std::optional<ModelKey> key{};  ///< by CacheKey (C2B from a keyed row, which the pull uses up)
   std::vector<int> src_blocks;
   std::vector<int> dst_blocks;
   explicit PullBlocks(const Model& m)
@@ -959,6 +960,8 @@ struct PullBlocks : ApiCommand {
     if (by_blocks_key) {
       std::tie(peer, model_id) = pick_blocks_key(m, [](const ModelCache& c) { return c.live; });
       for (int i = 0; i < n; ++i) src_blocks.push_back(gen_index(m));
+    } else if (*rc::gen::weightedElement<bool>({{m.remote ? 1 : 3, true}, {4, false}})) {
+      key = pick_pull_key(m);
     } else {
       remote = pick_cache(
           m, [](const ModelCache& c) { return c.process != 0; },
@@ -967,19 +970,30 @@ struct PullBlocks : ApiCommand {
     }
   }
   void checkPreconditions(const Model& m) const override {
-    RC_PRE(on(m, local, true) && (by_blocks_key || on(m, remote, false)));
+    RC_PRE(on(m, local, true) && (by_blocks_key || key || on(m, remote, false)));
   }
   Expect effect(Model& m) const override {
     const ModelCache& l = m.caches[static_cast<std::size_t>(local)];
     if (!l.blocks) return {param_invalid()};
+    if (key && (key->req >= 0) == (key->prefix >= 0)) return {param_invalid()};
     if (!l.live) return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
-    const int process = by_blocks_key ? peer : m.caches[static_cast<std::size_t>(remote)].process;
+    const int process = by_blocks_key ? peer
+                        : key         ? key->cluster_process
+                                      : m.caches[static_cast<std::size_t>(remote)].process;
     if (!m.linked[process]) return {llm_outcome(LLMStatusCode::LLM_NOT_YET_LINK)};
     if (m.v1 && m.strict && m.v1_transfer_on_link(process)) {
       return {llm_outcome(LLMStatusCode::LLM_LINK_BUSY)};  // kLinkCallOverlap (§3.5 v1)
     }
     int src = remote;
-    if (m.remote) {
+    int row = remote_row;
+    if (key) {
+      // Remote-accessible mode reads the table (the link's first access counts) but finds no
+      // CacheKey there.
+      if (m.remote) (void)m.table_of(process);
+      const auto found = m.remote ? std::nullopt : m.find_key(process, *key);
+      if (!found) return {llm_outcome(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST)};
+      std::tie(src, row) = *found;
+    } else if (m.remote) {
       // The table as read at the link's first access: a BlocksCacheKey names the first blocks
       // cache with its model_id (§3.4); caches unregistered since still answer.
       src = by_blocks_key ? table_find(m, process,
@@ -1019,8 +1033,9 @@ struct PullBlocks : ApiCommand {
       return {};
     }
     // A remote row of `width` bytes is one block of the local cache (same shape).
-    if (remote_row >= m.rows || dst_blocks.size() > 1) return {param_invalid()};
-    m.copy_rows(src, remote_row, local, dst_blocks[0], 0, m.tensors());
+    if (row >= m.rows || dst_blocks.size() > 1) return {param_invalid()};
+    m.copy_rows(src, row, local, dst_blocks[0], 0, m.tensors());
+    if (key) m.remove_key(process, *key);
     return {};
   }
   void call(const Model& m, Sut& s, Results&) const override {
@@ -1029,6 +1044,8 @@ struct PullBlocks : ApiCommand {
       const std::vector<std::int64_t> src(src_blocks.begin(), src_blocks.end());
       s.pull_blocks(impl::BlocksCacheKey{cluster_of(peer), static_cast<std::uint64_t>(model_id)},
                     s.views[static_cast<std::size_t>(local)], src, dst);
+    } else if (key) {
+      s.pull_blocks(key->real(), s.views[static_cast<std::size_t>(local)], {}, dst);
     } else {
       s.pull_blocks(impl::CacheKeyByIdAndIndex(
                         cluster_of(m.caches[static_cast<std::size_t>(remote)].process),
@@ -1043,6 +1060,9 @@ struct PullBlocks : ApiCommand {
          << ", src_blocks [";
       for (std::size_t i = 0; i < src_blocks.size(); ++i) os << (i ? " " : "") << src_blocks[i];
       os << "]";
+    } else if (key) {
+      showValue(*key, os);
+      os << ", #" << local;
     } else {
       os << "CacheKeyByIdAndIndex(#" << remote << ", " << remote_row << "), #" << local;
     }
