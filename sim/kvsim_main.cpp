@@ -135,9 +135,21 @@ int run_demo(const std::string& preset, const std::vector<Override>& overrides) 
   return ok ? 0 : 1;
 }
 
+/// Creates the output folder before anything is simulated, so that an unusable -o is reported
+/// at once (exit 2) rather than after a long run.
+void prepare_out_dir(const std::string& out_dir) {
+  std::error_code error;
+  std::filesystem::create_directories(out_dir, error);
+  if (error || ::access(out_dir.c_str(), W_OK) != 0) {
+    throw CLI::ValidationError("-o,--out", "cannot write to '" + out_dir + "'" +
+                                               (error ? ": " + error.message() : std::string()));
+  }
+}
+
 int run_one(const std::string& scenario_path, const std::vector<kvsim::sim::ScenarioOverride>& sets,
             const std::string& out_dir, bool trace, bool quiet, bool report) {
   const kvsim::sim::Scenario scenario = kvsim::sim::load_scenario(scenario_path, sets);
+  prepare_out_dir(out_dir);
   kvsim::sim::RunOptions options;
   options.trace = trace;
   if (!quiet) {
@@ -164,6 +176,7 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
     if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=v1,v2,...");
     axes.push_back({kv.first, kvsim::sim::split_values(kv.second)});
   }
+  prepare_out_dir(out_dir);
   kvsim::sim::ScenarioSource source;
   source.path = scenario_path;
   kvsim::sim::PointRunOptions options;
@@ -173,7 +186,6 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
   };
   const auto points = kvsim::sim::run_points(source, kvsim::sim::cross_product(axes), options);
   std::fprintf(stderr, "\n");
-  std::filesystem::create_directories(out_dir);
   int worst = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
     worst = std::max(worst, points[i].exit_code);
@@ -232,7 +244,13 @@ int sc_main(int argc, char* argv[]) {
   report->add_option("dir", report_dir, "Output folder of kvsim run or kvsim sweep")
       ->required()
       ->check(CLI::ExistingDirectory);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; any other usage error exits 2, as the README promises.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
 
   try {
     if (*demo) {

@@ -9,10 +9,22 @@ their results (kvsim.results).
 import atexit
 import os
 
-_PRESETS = os.path.join(os.path.dirname(__file__), "presets")
-if os.path.isdir(_PRESETS):  # installed package: presets travel with it
-    os.environ["KVSIM_PRESET_PATH"] = os.pathsep.join(
-        p for p in (os.environ.get("KVSIM_PRESET_PATH"), _PRESETS) if p)
+
+def _use_installed_data():
+    """An installed package carries presets, models, the scenario library and reports/."""
+    here = os.path.dirname(__file__)
+    presets = os.path.join(here, "presets")
+    if os.path.isdir(presets):
+        os.environ["KVSIM_PRESET_PATH"] = os.pathsep.join(
+            p for p in (os.environ.get("KVSIM_PRESET_PATH"), presets) if p)
+    for var, name in (("KVSIM_MODELS", "models.yaml"), ("KVSIM_SCENARIO_LIBRARY", "library"),
+                      ("KVSIM_REPORTS_DIR", "reports")):
+        path = os.path.join(here, name)
+        if var not in os.environ and os.path.exists(path):
+            os.environ[var] = path
+
+
+_use_installed_data()
 
 from kvsim._core import (  # noqa: E402
     Diagnostic, Event, Job, World, alloc, current_world, free, now_ps, read, sleep,

@@ -37,6 +37,16 @@ set -e
 test $rc -eq 2
 echo "$out" | grep -q "bad.yaml:7: key 'model.dtype' must be one of"
 
+# An output folder that cannot be written is refused before anything is simulated.
+for sub in run sweep; do
+  set +e
+  out=$("$kvsim" $sub "$scenario" --set cache.block_tokens=64 -o /dev/null/out 2>&1)
+  rc=$?
+  set -e
+  test $rc -eq 2
+  echo "$out" | grep -q "cannot write to '/dev/null/out'"
+done
+
 # The report renders: valid PNG and SVG with real content, and an index.html that shows them.
 "$kvsim" run "$scenario" -q -o "$work/report"
 for plot in timeline link_utilization; do
@@ -48,6 +58,13 @@ for plot in timeline link_utilization; do
 done
 grep -q "bytes verified</th><td>all" "$work/report/index.html"
 test -f "$work/sweep/sweep.png" && grep -q "<svg" "$work/sweep/sweep.svg"
+
+# A usage error (a sweep without --set) exits 2 as well.
+set +e
+"$kvsim" sweep "$scenario" -o "$work/usage" >/dev/null 2>&1
+rc=$?
+set -e
+test $rc -eq 2
 
 for sub in demo run sweep report; do "$kvsim" $sub --help >/dev/null; done
 echo "1 passed, 0 failed"
