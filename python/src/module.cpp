@@ -234,10 +234,12 @@ void raise_llm_exception(LLMStatusCode code, const char* what) {
   PyErr_SetObject(llm_exception_class().ptr(), exc.ptr());
 }
 
-// A Python LayerSynchronizer seen by impl; calls run on the task's job (§3.2).
+// A Python LayerSynchronizer seen by impl; calls run on the task's job (§3.2). It also holds the
+// task's source cache object: the job keeps both alive until it ends, as the library's worker
+// thread holds its arguments, so a v1 KvCache dropped mid-transfer is not deallocated under it.
 class PySynchronizer final : public impl::LayerSynchronizer {
  public:
-  explicit PySynchronizer(py::handle obj) : obj_(obj) {}
+  PySynchronizer(py::handle obj, py::handle src_cache) : obj_(obj), src_cache_(src_cache) {}
   bool synchronize_layer(std::int64_t layer, std::optional<std::int64_t>) override {
     PythonEntry entry;
     PyObject* r = PyObject_CallMethod(obj_.get(), "synchronize_layer", "(LO)",
@@ -257,19 +259,21 @@ class PySynchronizer final : public impl::LayerSynchronizer {
 
  private:
   PyRef obj_;
+  PyRef src_cache_;
 };
 
 // CacheManager.transfer_cache_async / KvCacheManager.transfer_cache_async argument handling:
 // converts, calls, then writes the configs' src_layer_range back to the caller's objects (§3.1
 // item 6 mutates them in place).
 template <class Call>
-impl::CacheTask transfer_async(py::handle layer_synchronizer, py::handle transfer_configs,
-                               py::handle src_block_indices, py::handle dst_block_indices,
-                               py::handle dst_block_memory_size, const Call& call) {
+impl::CacheTask transfer_async(py::handle src_cache, py::handle layer_synchronizer,
+                               py::handle transfer_configs, py::handle src_block_indices,
+                               py::handle dst_block_indices, py::handle dst_block_memory_size,
+                               const Call& call) {
   std::shared_ptr<impl::LayerSynchronizer> sync;
   if (!layer_synchronizer.is_none() &&
       py::isinstance(layer_synchronizer, layer_synchronizer_class())) {
-    sync = std::make_shared<PySynchronizer>(layer_synchronizer);
+    sync = std::make_shared<PySynchronizer>(layer_synchronizer, src_cache);
   } else if (!layer_synchronizer.is_none()) {
     throw impl::TypeError("layer_synchronizer", "must be a LayerSynchronizer");
   }
@@ -755,8 +759,8 @@ void bind_shared_cache_methods(py::class_<Handle>& cls, const char* cache_arg,
              py::object dst_block_indices, py::object dst_block_memory_size) {
             auto& km = h.get();
             impl::CacheTask task = transfer_async(
-                layer_synchronizer, transfer_configs, src_block_indices, dst_block_indices,
-                dst_block_memory_size,
+                py::cast(&src_cache, py::return_value_policy::reference), layer_synchronizer,
+                transfer_configs, src_block_indices, dst_block_indices, dst_block_memory_size,
                 [&](std::shared_ptr<impl::LayerSynchronizer> sync,
                     std::vector<AnyTransferConfig>& configs, const TransferBlockArgs& blocks) {
                   return km.transfer_cache_async(src_cache, std::move(sync), configs, blocks);

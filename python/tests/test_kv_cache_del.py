@@ -173,6 +173,42 @@ def test_a_running_transfer_keeps_its_source_cache(world):
     d.finalize()
 
 
+def test_a_running_job_keeps_its_source_cache_without_the_task(world):
+    """Task and cache both dropped mid-transfer: the job still holds the cache (as the library's
+    worker thread holds its arguments), the bytes arrive, and the cache is released after."""
+    p = v1_dist()
+    d = v1_dist(LLMRole.DECODER, 2, 8, listen=True)
+    assert p.link_clusters([cluster_info(2, 8)])[0] == LLMStatusCode.LLM_SUCCESS
+    src = p.kv_cache_manager.allocate_cache(DESC)
+    dst = d.kv_cache_manager.allocate_cache(DESC)
+    payload = [os.urandom(DESC.size) for _ in src.per_device_tensor_addrs[0]]
+    for a, data in zip(src.per_device_tensor_addrs[0], payload):
+        kvsim.write(a, data)
+    gate = kvsim.Event()
+
+    class Sync(LayerSynchronizer):
+        def synchronize_layer(self, layer_index, timeout_in_millis):
+            gate.wait()
+            return True
+
+    cfg = TransferConfig(2, dst.per_device_tensor_addrs[0], range(0, 1))
+    task = p.kv_cache_manager.transfer_cache_async(src, Sync(), [cfg])
+    filler = p.kv_cache_manager.allocate_cache(DESC)  # the pool is full now
+    del src, task
+    gc.collect()
+    with pytest.raises(LLMException):
+        p.kv_cache_manager.allocate_cache(DESC)
+    gate.set()
+    kvsim.sleep(0.01)  # the job finishes in simulated time
+    for data, t in zip(payload, dst.per_device_tensor_addrs[0]):
+        assert kvsim.read(t, DESC.size) == data
+    gc.collect()
+    p.kv_cache_manager.allocate_cache(DESC)  # the source went back to the pool with the job
+    assert filler.cache_id > 0
+    p.finalize()
+    d.finalize()
+
+
 def test_a_cache_alive_at_interpreter_exit_is_quiet():
     script = (
         "import kvsim\n"
