@@ -108,7 +108,7 @@ class Run {
  public:
   Run(const ProgramSpec& program, const Durations& durations, Chooser& chooser)
       : p_(program), d_(durations), chooser_(chooser) {
-    mutexes_.push_back({"transfer c" + std::to_string(p_.prompt_cluster)});
+    transfer_mutex(0);
     for (int cluster : p_.linked_at_start) {
       current_[cluster] = new_link(cluster, true);
       peer_link_[cluster] = new_link(cluster, false);
@@ -149,6 +149,30 @@ class Run {
     mutexes_.push_back({prompt_side ? "link c" + a + "->c" + b : "link c" + b + "->c" + a});
     links_.push_back({cluster, mutexes_.size() - 1, true});
     return links_.size() - 1;
+  }
+
+  // The process-wide transfer mutex of the prompt (issuer 0) or of a decoder.
+  std::size_t transfer_mutex(int issuer) {
+    const auto it = transfer_mutexes_.find(issuer);
+    if (it != transfer_mutexes_.end()) return it->second;
+    const int cluster = issuer == 0 ? p_.prompt_cluster : issuer;
+    mutexes_.push_back({"transfer c" + std::to_string(cluster)});
+    transfer_mutexes_[issuer] = mutexes_.size() - 1;
+    return mutexes_.size() - 1;
+  }
+
+  // The issuer's side of its live link to `peer`: the prompt's to a decoder, or a decoder's to the
+  // prompt (links between decoders never exist).
+  std::optional<std::size_t> find_link(int issuer, int peer) const {
+    if (issuer == 0) {
+      const auto it = current_.find(peer);
+      if (it == current_.end()) return std::nullopt;
+      return it->second;
+    }
+    if (peer != p_.prompt_cluster) return std::nullopt;
+    const auto it = peer_link_.find(issuer);
+    if (it == peer_link_.end()) return std::nullopt;
+    return it->second;
   }
 
   // Takes `m` for thread `t`: true if it got it now, false if it queued (resumed when granted).
@@ -219,21 +243,22 @@ class Run {
   // thread continues at `after`. Returns false when the thread blocked.
   bool transfer_layer(std::size_t t, int cluster, int config, int after) {
     Thread& th = threads_[t];
+    const std::size_t process = transfer_mutex(p_.ops[th.op].issuer);
     switch (th.pc) {
       case 100:
         th.layer_start = now_;
         th.pc = 101;
-        if (!lock(t, 0)) return false;
+        if (!lock(t, process)) return false;
         [[fallthrough]];
       case 101: {
-        const auto it = current_.find(cluster);
-        if (it == current_.end()) {
-          unlock(t, 0);
+        const std::optional<std::size_t> found = find_link(p_.ops[th.op].issuer, cluster);
+        if (!found) {
+          unlock(t, process);
           th.status = LLMStatusCode::LLM_NOT_YET_LINK;
           th.pc = after;
           return true;
         }
-        th.link = it->second;
+        th.link = found;
         th.pc = 102;
         if (!lock(t, links_[*th.link].mutex)) return false;
         [[fallthrough]];
@@ -241,7 +266,7 @@ class Run {
       case 102:
         if (!links_[*th.link].up) {
           unlock(t, links_[*th.link].mutex);
-          unlock(t, 0);
+          unlock(t, process);
           th.status = LLMStatusCode::LLM_NOT_YET_LINK;
           th.pc = after;
           return true;
@@ -251,7 +276,7 @@ class Run {
         return false;
       case 103:
         unlock(t, links_[*th.link].mutex);
-        unlock(t, 0);
+        unlock(t, process);
         th.pc = after;
         return true;
     }
@@ -286,10 +311,16 @@ class Run {
   }
 
   // transfer_cache_async's synchronous part (§3.1, §3.5), then get_results() waits for the job.
+  // Each process counts its own tasks in flight.
   void transfer_call(std::size_t t, const OpSpec& op) {
     Thread& th = threads_[t];
     if (th.pc == 1) {
       finish(t, LLMStatusCode::LLM_SUCCESS);
+      return;
+    }
+    if (p_.v1 && op.issuer != 0) {
+      // v1 checks the role first (KvCacheManager._check_role, §1): a decoder may not transfer.
+      finish(t, LLMStatusCode::LLM_PARAM_INVALID);
       return;
     }
     std::set<int> seen;
@@ -302,7 +333,7 @@ class Run {
         }
       }
     }
-    if (tasks_in_flight_ > 0) {
+    if (tasks_in_flight_[op.issuer] > 0) {
       diagnose(th.op, DiagnosticKind::kConcurrentTransfer, std::nullopt);
       if (p_.strict) {
         finish(t, impl::strict_status(DiagnosticKind::kConcurrentTransfer));
@@ -312,20 +343,20 @@ class Run {
     std::vector<std::size_t> v1_links;
     if (p_.v1) {
       for (int cluster : seen) {
-        const auto it = current_.find(cluster);
-        if (it == current_.end()) continue;
-        if (links_[it->second].active_pulls > 0) {
+        const std::optional<std::size_t> found = find_link(op.issuer, cluster);
+        if (!found) continue;
+        if (links_[*found].active_pulls > 0) {
           diagnose(th.op, DiagnosticKind::kLinkCallOverlap, static_cast<std::uint64_t>(cluster));
           if (p_.strict) {
             finish(t, impl::strict_status(DiagnosticKind::kLinkCallOverlap));
             return;
           }
         }
-        v1_links.push_back(it->second);
+        v1_links.push_back(*found);
       }
     }
     for (std::size_t l : v1_links) ++links_[l].active_transfers;
-    ++tasks_in_flight_;
+    ++tasks_in_flight_[op.issuer];
     out_.ops[th.op].results.assign(op.clusters.size(), std::nullopt);
     Thread job;
     job.op = th.op;
@@ -347,7 +378,7 @@ class Run {
   void end_job(std::size_t t) {
     Thread& th = threads_[t];
     th.pc = kDone;
-    --tasks_in_flight_;
+    --tasks_in_flight_[p_.ops[th.op].issuer];
     for (std::size_t l : th.v1_links) --links_[l].active_transfers;
     ready_.push_back(th.caller);
   }
@@ -398,8 +429,8 @@ class Run {
     }
   }
 
-  // push_cache / push_blocks (§4): remote-accessible mode only; one transfer_layer per layer,
-  // the first failure raised.
+  // push_cache / push_blocks (§4): remote-accessible mode only; one transfer_layer per layer over
+  // the issuer's side, the first failure raised.
   void push(std::size_t t, const OpSpec& op) {
     while (true) {
       Thread& th = threads_[t];
@@ -442,13 +473,11 @@ class Run {
     const int cluster = op.clusters.front();
     switch (th.pc) {
       case 0: {
-        const std::map<int, std::size_t>& side = op.issuer == 0 ? current_ : peer_link_;
-        const auto it = side.find(cluster);
-        if (it == side.end()) {
+        th.link = find_link(op.issuer, cluster);
+        if (!th.link) {
           finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
           return;
         }
-        th.link = it->second;
         if (p_.v1 && links_[*th.link].active_transfers > 0) {
           diagnose(th.op, DiagnosticKind::kLinkCallOverlap, static_cast<std::uint64_t>(cluster));
           if (p_.strict) {
@@ -564,11 +593,12 @@ class Run {
   std::vector<Thread> threads_;
   std::deque<std::size_t> ready_;
   std::multimap<Time, std::size_t> timers_;
-  std::vector<Mutex> mutexes_;  // [0]: the process-wide transfer mutex
+  std::vector<Mutex> mutexes_;
   std::vector<Link> links_;
   std::map<int, std::size_t> current_;    // cluster → its live link (this side)
   std::map<int, std::size_t> peer_link_;  // cluster → its live link to the prompt (its side)
-  int tasks_in_flight_ = 0;
+  std::map<int, std::size_t> transfer_mutexes_;  // issuer → its process-wide transfer mutex
+  std::map<int, int> tasks_in_flight_;           // issuer → its tasks in flight
   Prediction out_;
 };
 

@@ -2,8 +2,9 @@
 // mutex per link shared by per-layer transfers, pulls and unlink; one process-wide transfer mutex
 // taken by every per-layer transfer, push layers included; transfer_cache_async's concurrent-call
 // diagnostic and v1's pull-while-transfer diagnostic, LLM_LINK_BUSY in strict mode) as a small
-// discrete-event program over the prompt process's operations. Pure: no SystemC, no impl internals,
-// only the public status codes and diagnostic kinds.
+// discrete-event program over the operations of the prompt process and of its decoders (each
+// process has its own transfer mutex and task count; each side of a link its own mutex). Pure: no
+// SystemC, no impl internals, only the public status codes and diagnostic kinds.
 //
 // What the rules do not decide comes in as input: how long the hardware takes to serve each
 // posted batch and the round trip of a link handshake. Everything else (who waits for whom, the
@@ -31,7 +32,8 @@ using impl::LLMStatusCode;
 /// Simulated time in picoseconds (impl::Time).
 using Time = std::uint64_t;
 
-/// The operations of a program (all called by the prompt, except decoder pulls).
+/// The operations of a program (link and unlink are called by the prompt; the others by the
+/// prompt or by a decoder).
 enum class OpKind { kTransfer, kPullCache, kPullBlocks, kPushCache, kPushBlocks, kLink, kUnlink };
 /// "transfer_cache_async", "pull_cache", ...
 const char* to_string(OpKind kind);
@@ -39,13 +41,15 @@ const char* to_string(OpKind kind);
 /// One call of the program.
 struct OpSpec {
   OpKind kind = OpKind::kTransfer;
-  /// transfer_cache_async: the dst cluster of each config, in config order; others: one cluster.
+  /// The peer as the issuer names it (a decoder names the prompt): transfer_cache_async the dst
+  /// cluster of each config, in config order; others one cluster.
   std::vector<int> clusters{};
   Time call = 0;        ///< when it is called
   Time sync_delay = 0;  ///< transfer_cache_async: duration of every synchronize_layer
   bool force = false;   ///< unlink_clusters(force=True): the peer is not told
-  /// pull_cache / pull_blocks: 0 when the prompt calls it; a decoder's cluster when that decoder
-  /// pulls from the prompt over its own side of the link (its own mutex).
+  /// 0 when the prompt calls it; a decoder's cluster when that decoder calls it toward the prompt,
+  /// over its own side of the link (its own link mutex, transfer mutex and task count). v1 refuses
+  /// a decoder's transfer_cache_async (role PROMPT only).
   int issuer = 0;
 };
 

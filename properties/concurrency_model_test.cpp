@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace kvsim::properties::concurrency {
 namespace {
 
@@ -84,6 +86,65 @@ TEST(ConcurrencyModel, ConcurrentTransferIsDiagnosedOrRefused) {
   EXPECT_EQ(strict.ops[1].raised, S::LLM_LINK_BUSY);
   EXPECT_EQ(strict.ops[1].ended, 1u);
   EXPECT_EQ(strict.batches.size(), 1u);
+}
+
+OpSpec by_decoder(OpKind kind, int decoder, Time call) {
+  OpSpec o = op(kind, {1}, call);
+  o.issuer = decoder;
+  return o;
+}
+
+// Each process has its own transfer mutex and each side of a link its own mutex: a decoder's push
+// toward the prompt does not wait for the prompt's transfer to that decoder, but queues FIFO
+// behind the same decoder's pull on its side.
+TEST(ConcurrencyModel, DecoderCallsUseTheirOwnProcessAndLinkMutexes) {
+  ProgramSpec spec =
+      program({op(OpKind::kTransfer, {2}, 0), by_decoder(OpKind::kPullCache, 2, 1),
+               by_decoder(OpKind::kPushBlocks, 2, 2), by_decoder(OpKind::kPushCache, 3, 3)});
+  spec.remote_accessible = true;
+  const Prediction p = predict(spec);
+  EXPECT_EQ(p.ops[0].ended, 10u);
+  EXPECT_EQ(p.ops[1].ended, 11u);
+  EXPECT_EQ(p.ops[2].ended, 21u);  // its layer waits for the pull on link c2->c1
+  EXPECT_EQ(p.ops[3].ended, 13u);  // decoder 3: its own mutexes
+  for (const OpOutcome& o : p.ops) EXPECT_EQ(o.raised, S::LLM_SUCCESS);
+  std::vector<std::string> locks;
+  for (const LockHold& h : p.holds) locks.push_back(h.lock);
+  EXPECT_EQ(locks,
+            (std::vector<std::string>{"transfer c1", "link c1->c2", "link c2->c1", "transfer c2",
+                                      "link c2->c1", "transfer c3", "link c3->c1"}));
+}
+
+// Tasks in flight are counted per process: a decoder's transfer_cache_async while the prompt has
+// one is not diagnosed. v1 lets only role PROMPT transfer: the decoder's call raises at once.
+TEST(ConcurrencyModel, DecoderTransferIsItsOwnProcessAndRefusedUnderV1) {
+  ProgramSpec spec = program({op(OpKind::kTransfer, {2}, 0), by_decoder(OpKind::kTransfer, 3, 1)});
+  spec.strict = true;
+  const Prediction v2 = predict(spec);
+  EXPECT_TRUE(v2.diagnostics.empty());
+  EXPECT_EQ(v2.ops[1].ended, 11u);
+  EXPECT_EQ(v2.ops[1].results, (std::vector<std::optional<S>>{S::LLM_SUCCESS}));
+  spec.v1 = true;
+  const Prediction v1 = predict(spec);
+  EXPECT_EQ(v1.ops[1].raised, S::LLM_PARAM_INVALID);
+  EXPECT_EQ(v1.ops[1].ended, 1u);
+  EXPECT_EQ(v1.batches.size(), 1u);
+}
+
+// The prompt's unlink drops the decoder's side after its round trip, without the decoder's link
+// mutex: a decoder push in flight finishes its layer; the next layer finds no link.
+TEST(ConcurrencyModel, UnlinkDropsTheDecoderSideUnderItsCalls) {
+  ProgramSpec spec = program({by_decoder(OpKind::kPushCache, 2, 0), op(OpKind::kUnlink, {2}, 1),
+                              by_decoder(OpKind::kPullBlocks, 2, 7)});
+  spec.remote_accessible = true;
+  spec.layers = 2;
+  const Prediction p = predict(spec);
+  EXPECT_EQ(p.ops[1].ended, 6u);
+  EXPECT_EQ(p.ops[0].raised, S::LLM_NOT_YET_LINK);
+  EXPECT_EQ(p.ops[0].ended, 10u);
+  EXPECT_EQ(p.ops[2].raised, S::LLM_NOT_YET_LINK);
+  EXPECT_EQ(p.ops[2].ended, 7u);
+  EXPECT_EQ(p.batches.size(), 1u);
 }
 
 // Simultaneous events are choices: search() tries the other order when the first is refused.

@@ -1,7 +1,8 @@
 // Property 2, concurrency constraints (spec §3.4, §3.5, §4, §9): random programs of
-// transfer_cache_async (1-2 configs), pull_cache (by the prompt, or by a decoder over its side of
-// the link), pull_blocks (C2B by id, B2B by BlocksCacheKey), push_cache, push_blocks,
-// link_clusters and unlink_clusters (force or not) between one prompt process and 1-3 decoders
+// transfer_cache_async (1-2 configs), pull_cache, pull_blocks (C2B by id, B2B by BlocksCacheKey),
+// push_cache and push_blocks, each called by the prompt or by a decoder toward the prompt over its
+// own side of the link, and link_clusters and unlink_clusters (force or not) called by the prompt,
+// between one prompt process and 1-3 decoders
 // (RoCE and HCCS links; several operations share a link), each operation on its own
 // simulated job at a random time, faithful or strict, v2 with or without remote-accessible mode,
 // or v1 (KvCacheManager on a memory pool, no push_*, pulls and tasks on one link diagnosed).
@@ -48,7 +49,10 @@ struct Op {
   int start_us = 0;         ///< called at start_us µs plus its index in ps (ties in index order)
   int sync_delay_us = 0;    ///< transfer: time each synchronize_layer takes
   bool force = false;       ///< unlink: force=True
-  bool by_decoder = false;  ///< pull_cache: the decoder pulls prompt row `row` over its side
+  /// All but link/unlink: decoder `cluster` calls it toward the prompt over its side of the link.
+  /// It reads its row `row` and writes prompt row (block) op index (transfer, push), or reads
+  /// prompt row `row` and writes its own row op index (pull).
+  bool by_decoder = false;
 };
 
 struct Program {
@@ -72,12 +76,16 @@ void showValue(const Program& p, std::ostream& os) {
     const Op& o = p.ops[i];
     os << "\n  [" << i << "] t=" << o.start_us << "us " << to_string(o.kind) << "(cluster "
        << o.cluster;
-    if (o.kind == OpKind::kTransfer && o.cluster2 != 0) os << " and " << o.cluster2;
+    if (o.kind == OpKind::kTransfer && o.cluster2 != 0) {
+      os << (o.by_decoder ? ", two configs" : " and " + std::to_string(o.cluster2));
+    }
     if (o.kind != OpKind::kLink && o.kind != OpKind::kUnlink) os << ", row " << o.row;
     if (o.kind == OpKind::kPullBlocks) os << (o.blocks_key ? ", BlocksCacheKey" : ", by id");
     if (o.kind == OpKind::kTransfer) os << ", sync " << o.sync_delay_us << "us/layer";
     if (o.kind == OpKind::kUnlink && o.force) os << ", force";
-    if (o.kind == OpKind::kPullCache && o.by_decoder) os << ", called by the decoder";
+    if (o.kind != OpKind::kLink && o.kind != OpKind::kUnlink && o.by_decoder) {
+      os << ", called by the decoder";
+    }
     os << ")";
   }
 }
@@ -101,7 +109,7 @@ rc::Gen<Program> gen_program() {
         rc::gen::set(&Op::start_us, rc::gen::inRange(0, 40)),
         rc::gen::set(&Op::sync_delay_us, rc::gen::inRange(0, 10)),
         rc::gen::set(&Op::force, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
-        rc::gen::set(&Op::by_decoder, rc::gen::arbitrary<bool>()));
+        rc::gen::set(&Op::by_decoder, rc::gen::weightedElement<bool>({{2, false}, {1, true}})));
     return rc::gen::build<Program>(
         rc::gen::set(&Program::decoders, rc::gen::just(decoders)),
         rc::gen::set(&Program::layers, rc::gen::inRange(1, 5)),
@@ -304,16 +312,20 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   Cache src = make_cache(*p, 0, false, std::nullopt);
   Cache src_blocks = make_cache(*p, 0, true, std::nullopt);
   Cache local = make_cache(*p, 0, false, std::nullopt);
-  Cache local_blocks = make_cache(*p, 0, true, std::nullopt);
+  // Keyed so that decoders can push_blocks into it and pull_blocks from it by BlocksCacheKey.
+  Cache local_blocks = make_cache(*p, 0, true, impl::BlocksCacheKey{1, 0});
   std::vector<std::unique_ptr<impl::LLMDataDist>> decoders;
   std::vector<Cache> dst;
   std::vector<Cache> dst_blocks;
-  std::vector<Cache> dec_local;  ///< where the decoder's own pulls land
+  std::vector<Cache> dec_local;         ///< where the decoder's own pull_cache lands
+  std::vector<Cache> dec_local_blocks;  ///< where the decoder's own pull_blocks lands
   for (int k = 0; k < prog.decoders; ++k) {
     const int cluster = 2 + k;
     decoders.push_back(make_dist(LLMRole::DECODER, cluster, device_of(cluster), true));
     dst.push_back(make_cache(*decoders.back(), device_of(cluster), false, std::nullopt));
     dec_local.push_back(make_cache(*decoders.back(), device_of(cluster), false, std::nullopt));
+    dec_local_blocks.push_back(
+        make_cache(*decoders.back(), device_of(cluster), true, std::nullopt));
     dst_blocks.push_back(make_cache(*decoders.back(), device_of(cluster), true,
                                     impl::BlocksCacheKey{static_cast<std::uint64_t>(cluster), 0}));
     RC_ASSERT(h.link(*p, static_cast<std::uint64_t>(cluster), device_of(cluster)) ==
@@ -355,71 +367,132 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
       };
       const impl::CacheKeyByIdAndIndex row_key(cluster, dst[k].view.cache_id, row);
       const impl::BlocksCacheKey blocks_key{cluster, 0};
-      switch (op.kind) {
-        case OpKind::kTransfer: {
-          std::vector<impl::AnyTransferConfig> configs;
-          for (const int c : {op.cluster, op.cluster2}) {
-            if (c == 0) continue;
-            const auto& d = dst[static_cast<std::size_t>(c - 2)].view;
+      if (op.by_decoder && op.kind != OpKind::kLink && op.kind != OpKind::kUnlink) {
+        impl::LLMDataDist& d = *decoders[k];
+        const impl::CacheKeyByIdAndIndex my_row(1, local.view.cache_id, mine);
+        const impl::BlocksCacheKey prompt_blocks{1, 0};
+        switch (op.kind) {
+          case OpKind::kTransfer: {
+            std::vector<impl::AnyTransferConfig> configs;
             const impl::LayerRange all{0, L};
-            if (remote) {
-              configs.emplace_back(impl::TransferWithCacheKeyConfig(
-                  impl::CacheKeyByIdAndIndex(static_cast<std::uint64_t>(c), d.cache_id, row), all,
-                  all, mine));
-            } else {
-              std::vector<std::uint64_t> addrs;
-              for (std::uint64_t a : d.tensor_addrs) addrs.push_back(a + op.row * R);
-              configs.emplace_back(
-                  impl::TransferConfig(static_cast<std::uint64_t>(c), addrs, all, mine));
+            for (int c = 0; c < (op.cluster2 != 0 ? 2 : 1); ++c) {
+              if (remote) {
+                configs.emplace_back(impl::TransferWithCacheKeyConfig(my_row, all, all, row));
+              } else {
+                std::vector<std::uint64_t> addrs;
+                for (std::uint64_t a : local.view.tensor_addrs) addrs.push_back(a + i * R);
+                configs.emplace_back(impl::TransferConfig(1, addrs, all, row));
+              }
             }
+            auto sync = std::make_shared<DelayedSync>(h.platform(),
+                                                      static_cast<Time>(op.sync_delay_us) * kUs);
+            o.outcome = outcome_of([&] {
+              auto task = prog.v1
+                              ? d.kv_cache_manager().transfer_cache_async(
+                                    impl::KvCache(dst[k].view), sync, configs)
+                              : d.cache_manager().transfer_cache_async(dst[k].view, sync, configs);
+              o.results = task.get_results();
+            });
+            break;
           }
-          auto sync = std::make_shared<DelayedSync>(h.platform(),
-                                                    static_cast<Time>(op.sync_delay_us) * kUs);
-          o.outcome = outcome_of([&] {
-            auto task = transfer(configs, sync);
-            o.results = task.get_results();
-          });
-          break;
+          case OpKind::kPullBlocks:
+            o.outcome = outcome_of([&] {
+              const impl::CacheKeyByIdAndIndex prompt_row(1, src.view.cache_id, row);
+              std::vector<std::int64_t> from;
+              if (op.blocks_key) from = {row};
+              const impl::PullBlocksKey key = op.blocks_key ? impl::PullBlocksKey(prompt_blocks)
+                                                            : impl::PullBlocksKey(prompt_row);
+              if (prog.v1) {
+                d.kv_cache_manager().pull_blocks(key, impl::KvCache(dec_local_blocks[k].view), from,
+                                                 {mine});
+              } else {
+                d.cache_manager().pull_blocks(key, dec_local_blocks[k].view, from, {mine});
+              }
+            });
+            break;
+          case OpKind::kPushCache:
+            o.outcome = outcome_of([&] { d.cache_manager().push_cache(my_row, dst[k].view, row); });
+            break;
+          case OpKind::kPushBlocks:
+            o.outcome = outcome_of([&] {
+              d.cache_manager().push_blocks(prompt_blocks, dst_blocks[k].view, {row}, {mine});
+            });
+            break;
+          case OpKind::kPullCache:
+            o.outcome = outcome_of([&] {
+              const impl::CacheKeyByIdAndIndex prompt_row(1, src.view.cache_id, row);
+              if (prog.v1) {
+                d.kv_cache_manager().pull_cache(prompt_row, impl::KvCache(dec_local[k].view), mine);
+              } else {
+                d.cache_manager().pull_cache(prompt_row, dec_local[k].view, mine);
+              }
+            });
+            break;
+          case OpKind::kLink:
+          case OpKind::kUnlink:
+            break;
         }
-        case OpKind::kPullCache:
-          o.outcome = outcome_of([&] {
-            const impl::CacheKeyByIdAndIndex prompt_row(1, src.view.cache_id, row);
-            if (op.by_decoder && prog.v1) {
-              decoders[k]->kv_cache_manager().pull_cache(prompt_row,
-                                                         impl::KvCache(dec_local[k].view), mine);
-            } else if (op.by_decoder) {
-              decoders[k]->cache_manager().pull_cache(prompt_row, dec_local[k].view, mine);
-            } else if (prog.v1) {
-              p->kv_cache_manager().pull_cache(row_key, impl::KvCache(local.view), mine);
-            } else {
-              cm().pull_cache(row_key, local.view, mine);
+      } else {
+        switch (op.kind) {
+          case OpKind::kTransfer: {
+            std::vector<impl::AnyTransferConfig> configs;
+            for (const int c : {op.cluster, op.cluster2}) {
+              if (c == 0) continue;
+              const auto& d = dst[static_cast<std::size_t>(c - 2)].view;
+              const impl::LayerRange all{0, L};
+              if (remote) {
+                configs.emplace_back(impl::TransferWithCacheKeyConfig(
+                    impl::CacheKeyByIdAndIndex(static_cast<std::uint64_t>(c), d.cache_id, row), all,
+                    all, mine));
+              } else {
+                std::vector<std::uint64_t> addrs;
+                for (std::uint64_t a : d.tensor_addrs) addrs.push_back(a + op.row * R);
+                configs.emplace_back(
+                    impl::TransferConfig(static_cast<std::uint64_t>(c), addrs, all, mine));
+              }
             }
-          });
-          break;
-        case OpKind::kPullBlocks:
-          o.outcome = outcome_of([&] {
-            if (op.blocks_key) {
-              pull_blocks(blocks_key, {row});
-            } else {
-              pull_blocks(row_key, {});
-            }
-          });
-          break;
-        case OpKind::kPushCache:
-          o.outcome = outcome_of([&] { cm().push_cache(row_key, src.view, mine); });
-          break;
-        case OpKind::kPushBlocks:
-          o.outcome =
-              outcome_of([&] { cm().push_blocks(blocks_key, src_blocks.view, {mine}, {row}); });
-          break;
-        case OpKind::kUnlink:
-          o.outcome = llm_outcome(
-              p->unlink_clusters({h.cluster_info(cluster, device_of(op.cluster))}, 3000, op.force)
-                  .first);
-          break;
-        case OpKind::kLink:
-          o.outcome = llm_outcome(h.link(*p, cluster, device_of(op.cluster)));
-          break;
+            auto sync = std::make_shared<DelayedSync>(h.platform(),
+                                                      static_cast<Time>(op.sync_delay_us) * kUs);
+            o.outcome = outcome_of([&] {
+              auto task = transfer(configs, sync);
+              o.results = task.get_results();
+            });
+            break;
+          }
+          case OpKind::kPullCache:
+            o.outcome = outcome_of([&] {
+              if (prog.v1) {
+                p->kv_cache_manager().pull_cache(row_key, impl::KvCache(local.view), mine);
+              } else {
+                cm().pull_cache(row_key, local.view, mine);
+              }
+            });
+            break;
+          case OpKind::kPullBlocks:
+            o.outcome = outcome_of([&] {
+              if (op.blocks_key) {
+                pull_blocks(blocks_key, {row});
+              } else {
+                pull_blocks(row_key, {});
+              }
+            });
+            break;
+          case OpKind::kPushCache:
+            o.outcome = outcome_of([&] { cm().push_cache(row_key, src.view, mine); });
+            break;
+          case OpKind::kPushBlocks:
+            o.outcome =
+                outcome_of([&] { cm().push_blocks(blocks_key, src_blocks.view, {mine}, {row}); });
+            break;
+          case OpKind::kUnlink:
+            o.outcome = llm_outcome(
+                p->unlink_clusters({h.cluster_info(cluster, device_of(op.cluster))}, 3000, op.force)
+                    .first);
+            break;
+          case OpKind::kLink:
+            o.outcome = llm_outcome(h.link(*p, cluster, device_of(op.cluster)));
+            break;
+        }
       }
       o.ended = h.platform().now();
       o.finished = true;
@@ -429,11 +502,13 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   for (std::size_t i = 0; i < n_ops; ++i) RC_ASSERT(seen[i].finished);
   RC_ASSERT(h.job_failures().empty());
 
-  // Observed batches by operation: pulls write their own local row (the decoder's own pulls read
-  // a shared prompt row), transfers and pushes read their own prompt row.
+  // Observed batches by operation: pulls write their own local row, the decoder's transfers and
+  // pushes their own row of the prompt's local caches; the prompt's transfers and pushes read their
+  // own prompt row.
   std::vector<Cache*> own_src = {&src, &src_blocks};
   std::vector<Cache*> own_dst = {&local, &local_blocks};
   for (auto& c : dec_local) own_dst.push_back(&c);
+  for (auto& c : dec_local_blocks) own_dst.push_back(&c);
   std::vector<std::vector<const Batch*>> batches_of(n_ops);
   for (const Batch& b : h.recorder().batches) {
     RC_ASSERT(!b.descriptors.empty());
@@ -456,12 +531,16 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
     const Op& op = prog.ops[i];
     concurrency::OpSpec s;
     s.kind = op.kind;
-    s.clusters = {op.cluster};
-    if (op.kind == OpKind::kTransfer && op.cluster2 != 0) s.clusters.push_back(op.cluster2);
+    const bool by_decoder = op.by_decoder && op.kind != OpKind::kLink && op.kind != OpKind::kUnlink;
+    const int peer = by_decoder ? spec.prompt_cluster : op.cluster;
+    s.clusters = {peer};
+    if (op.kind == OpKind::kTransfer && op.cluster2 != 0) {
+      s.clusters.push_back(by_decoder ? peer : op.cluster2);
+    }
     s.call = call_time(i);
     s.sync_delay = static_cast<Time>(op.sync_delay_us) * kUs;
     s.force = op.force;
-    if (op.kind == OpKind::kPullCache && op.by_decoder) s.issuer = op.cluster;
+    if (by_decoder) s.issuer = op.cluster;
     spec.ops.push_back(s);
   }
   concurrency::Durations durations;
@@ -629,19 +708,32 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
           pr.batches.begin(), pr.batches.end(),
           [&](const concurrency::BatchPost& read) {
             const Op& r = prog.ops[read.op];
-            if (r.kind != OpKind::kPullCache && r.kind != OpKind::kPullBlocks) {
+            if ((r.kind != OpKind::kPullCache && r.kind != OpKind::kPullBlocks) ||
+                spec.ops[read.op].issuer != 0) {
               return false;
             }
             const bool blocks = r.kind == OpKind::kPullBlocks && r.blocks_key;
             return std::any_of(pr.batches.begin(), pr.batches.end(), [&](const auto& write) {
               const Op& w = prog.ops[write.op];
               const bool writes_blocks = w.kind == OpKind::kPushBlocks;
-              return w.row == r.row && write.cluster == read.cluster &&
-                     write.finished <= read.posted && (writes_blocks == blocks) &&
+              return spec.ops[write.op].issuer == 0 && w.row == r.row &&
+                     write.cluster == read.cluster && write.finished <= read.posted &&
+                     (writes_blocks == blocks) &&
                      (w.kind == OpKind::kTransfer || w.kind == OpKind::kPushCache || writes_blocks);
             });
           }),
       "a pull read what a transfer or push wrote");
+  RC_CLASSIFY(std::any_of(pr.holds.begin(), pr.holds.end(),
+                          [&](const auto& x) {
+                            return spec.ops[x.op].issuer != 0 && x.acquired > x.requested;
+                          }),
+              "a decoder-side call waited for a mutex");
+  RC_CLASSIFY(std::any_of(pr.batches.begin(), pr.batches.end(),
+                          [&](const auto& b) {
+                            return spec.ops[b.op].issuer != 0 &&
+                                   prog.ops[b.op].kind != OpKind::kPullCache;
+                          }),
+              "a decoder sent by transfer, push or pull_blocks");
 
   // Bytes: replay the predicted batches in completion order on the shadows. A timed-out batch
   // lands after its caller moved on, out of the lock order: bytes are then not predicted.
@@ -659,7 +751,8 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   for (const concurrency::BatchPost& b : order) {
     if (!b.ok) continue;
     const Op& op = prog.ops[b.op];
-    const auto k = static_cast<std::size_t>(b.cluster - 2);
+    const bool by_decoder = spec.ops[b.op].issuer != 0;
+    const auto k = static_cast<std::size_t>((by_decoder ? op.cluster : b.cluster) - 2);
     const auto row = static_cast<std::uint64_t>(op.row);
     for (std::size_t t = 0; t < static_cast<std::size_t>(2 * L); ++t) {
       const bool in_layer = b.layer < 0 || t / 2 == static_cast<std::size_t>(b.layer);
@@ -667,20 +760,32 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
       switch (op.kind) {
         case OpKind::kTransfer:
         case OpKind::kPushCache:
-          copy_row(src, t, b.op, dst[k], row);
+          if (by_decoder) {
+            copy_row(dst[k], t, row, local, b.op);
+          } else {
+            copy_row(src, t, b.op, dst[k], row);
+          }
           break;
         case OpKind::kPushBlocks:
-          copy_row(src_blocks, t, b.op, dst_blocks[k], row);
+          if (by_decoder) {
+            copy_row(dst_blocks[k], t, row, local_blocks, b.op);
+          } else {
+            copy_row(src_blocks, t, b.op, dst_blocks[k], row);
+          }
           break;
         case OpKind::kPullCache:
-          if (op.by_decoder) {
+          if (by_decoder) {
             copy_row(src, t, row, dec_local[k], b.op);
           } else {
             copy_row(dst[k], t, row, local, b.op);
           }
           break;
         case OpKind::kPullBlocks:
-          copy_row(op.blocks_key ? dst_blocks[k] : dst[k], t, row, local_blocks, b.op);
+          if (by_decoder) {
+            copy_row(op.blocks_key ? local_blocks : src, t, row, dec_local_blocks[k], b.op);
+          } else {
+            copy_row(op.blocks_key ? dst_blocks[k] : dst[k], t, row, local_blocks, b.op);
+          }
           break;
         case OpKind::kLink:
         case OpKind::kUnlink:
@@ -691,8 +796,8 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   std::vector<Cache*> every = {&src, &src_blocks, &local, &local_blocks};
   std::vector<int> owner(every.size(), 1);
   for (int k = 0; k < prog.decoders; ++k) {
-    for (Cache* c : {&dst[static_cast<std::size_t>(k)], &dst_blocks[static_cast<std::size_t>(k)],
-                     &dec_local[static_cast<std::size_t>(k)]}) {
+    const auto kk = static_cast<std::size_t>(k);
+    for (Cache* c : {&dst[kk], &dst_blocks[kk], &dec_local[kk], &dec_local_blocks[kk]}) {
       every.push_back(c);
       owner.push_back(2 + k);
     }
