@@ -19,6 +19,30 @@ LLMStatusCode overall(const std::vector<LLMStatusCode>& codes) {
 
 }  // namespace
 
+LinkOpLock::LinkOpLock(DataDistCore& core, std::int64_t timeout_ms) : core_(core) {
+  if (core.version() != ApiVersion::kV1) return;
+  Platform& platform = core.platform();
+  constexpr Time kPsPerUs = kPsPerMs / 1000;
+  const Time deadline = platform.now() + static_cast<Time>(timeout_ms) * kPsPerUs;
+  while (core.link_op_busy) {
+    const std::shared_ptr<Signal> done = core.link_op_done;
+    const Time now = platform.now();
+    if (now >= deadline || !done->wait_for(deadline - now)) {
+      acquired_ = false;
+      return;
+    }
+  }
+  core.link_op_busy = true;
+  core.link_op_done = platform.make_signal();
+  owns_ = true;
+}
+
+LinkOpLock::~LinkOpLock() {
+  if (!owns_) return;
+  core_.link_op_busy = false;
+  core_.link_op_done->set();
+}
+
 std::shared_ptr<Link> make_link(DataDistCore& owner, const DataDistCore& peer) {
   return std::make_shared<Link>(
       peer.cluster_id(), peer.device(),
@@ -41,6 +65,8 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
   if (clusters.size() > kMaxClustersPerCall) {
     return {LLMStatusCode::LLM_CLUSTER_NUM_EXCEED_LIMIT, {}};
   }
+  const LinkOpLock link_op(core, timeout_ms);
+  if (!link_op.acquired()) return {LLMStatusCode::LLM_PROCESSING_LINK, {}};
   Platform& platform = core.platform();
   std::vector<LLMStatusCode> codes(clusters.size(), LLMStatusCode::LLM_SUCCESS);
   std::vector<std::shared_ptr<DataDistCore>> peers(clusters.size());
@@ -90,10 +116,12 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
 }
 
 LinkResult unlink_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& clusters,
-                           bool force) {
+                           std::int64_t timeout_ms, bool force) {
   if (clusters.size() > kMaxClustersPerCall) {
     return {LLMStatusCode::LLM_CLUSTER_NUM_EXCEED_LIMIT, {}};
   }
+  const LinkOpLock link_op(core, timeout_ms);
+  if (!link_op.acquired()) return {LLMStatusCode::LLM_PROCESSING_LINK, {}};
   std::vector<LLMStatusCode> codes(clusters.size(), LLMStatusCode::LLM_SUCCESS);
   for (std::size_t i = 0; i < clusters.size(); ++i) {
     const std::uint64_t remote = clusters[i].remote_cluster_id().value_or(0);

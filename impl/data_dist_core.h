@@ -94,6 +94,10 @@ class DataDistCore {
 
   /// transfer_cache_async tasks started and not finished.
   int tasks_in_flight = 0;
+  /// v1: a link_clusters or unlink_clusters holds the process's link-operation lock.
+  bool link_op_busy = false;
+  /// v1: set when the current holder of the link-operation lock lets it go.
+  std::shared_ptr<Signal> link_op_done{};
   /// A fresh task id (§3.2: a per-call counter).
   std::uint64_t next_task_id() { return ++last_task_id_; }
 

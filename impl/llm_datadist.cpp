@@ -144,7 +144,7 @@ LinkResult LLMDataDist::unlink_clusters(const std::vector<LLMClusterInfo>& clust
                                         std::int64_t timeout, bool force) {
   DataDistCore& core = live("unlink_clusters");
   check_uint32("timeout", timeout);
-  return impl::unlink_clusters(core, clusters, force);
+  return impl::unlink_clusters(core, clusters, timeout, force);
 }
 
 void LLMDataDist::check_comm_domain_api(const std::string& api) const {

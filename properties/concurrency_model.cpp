@@ -99,7 +99,10 @@ struct Thread {
   bool candidate = false;
   std::size_t caller = 0;               // the job's caller thread
   std::vector<std::size_t> v1_links{};  // v1 job: the links it counts as in flight on
-  bool counted_pull = false;            // v1 pull: counted in its link's active_pulls
+  bool owns_link_op = false;            // v1 link/unlink: holds the link-operation lock
+  bool waiting_link_op = false;         // v1 link/unlink: waits for it
+  Time link_op_deadline = 0;
+  bool counted_pull = false;  // v1 pull: counted in its link's active_pulls
 };
 
 constexpr int kDone = -1;
@@ -209,6 +212,13 @@ class Run {
   void finish(std::size_t t, LLMStatusCode raised) {
     Thread& th = threads_[t];
     if (th.counted_pull) --links_[*th.link].active_pulls;
+    if (th.owns_link_op) {
+      // The lock's end wakes every waiter; the first to run takes it.
+      th.owns_link_op = false;
+      link_op_owner_.reset();
+      for (std::size_t w : link_op_waiters_) ready_.push_back(w);
+      link_op_waiters_.clear();
+    }
     th.pc = kDone;
     out_.ops[th.op].raised = raised;
     out_.ops[th.op].ended = now_;
@@ -507,6 +517,43 @@ class Run {
     }
   }
 
+  // v1: link_clusters and unlink_clusters of the prompt exclude each other, whatever the cluster
+  // (hicann/ge LinkManager::link_mtx_); a call waits at most link_op_wait for the one in progress,
+  // then raises LLM_PROCESSING_LINK. Returns 1 when held, 0 when waiting (the thread resumes at
+  // the same pc), -1 when the thread finished.
+  int link_op(std::size_t t) {
+    Thread& th = threads_[t];
+    if (!p_.v1 || th.owns_link_op) return 1;
+    if (th.waiting_link_op) {
+      // Woken by the release or by the deadline: the other wake-up is void.
+      th.waiting_link_op = false;
+      for (auto [it, end] = timers_.equal_range(th.link_op_deadline); it != end; ++it) {
+        if (it->second == t) {
+          timers_.erase(it);
+          break;
+        }
+      }
+      link_op_waiters_.erase(std::remove(link_op_waiters_.begin(), link_op_waiters_.end(), t),
+                             link_op_waiters_.end());
+      ready_.erase(std::remove(ready_.begin(), ready_.end(), t), ready_.end());
+    } else {
+      th.link_op_deadline = now_ + p_.link_op_wait;
+    }
+    if (!link_op_owner_) {
+      link_op_owner_ = t;
+      th.owns_link_op = true;
+      return 1;
+    }
+    if (now_ >= th.link_op_deadline) {
+      finish(t, LLMStatusCode::LLM_PROCESSING_LINK);
+      return -1;
+    }
+    th.waiting_link_op = true;
+    link_op_waiters_.push_back(t);
+    timers_.emplace(th.link_op_deadline, t);
+    return 0;
+  }
+
   // link_clusters (§4): ALREADY_LINK at once if this side is linked; otherwise the two round
   // trips of the handshake, after which the link exists on both sides unless it appeared
   // meanwhile (or the peer still had its side when the call began).
@@ -515,6 +562,7 @@ class Run {
     const int cluster = op.clusters.front();
     switch (th.pc) {
       case 0:
+        if (link_op(t) != 1) return;
         if (current_.count(cluster) != 0) {
           th.status = LLMStatusCode::LLM_ALREADY_LINK;
           th.pc = 1;
@@ -548,6 +596,7 @@ class Run {
     const int cluster = op.clusters.front();
     switch (th.pc) {
       case 0: {
+        if (link_op(t) != 1) return;
         const auto it = current_.find(cluster);
         if (it == current_.end()) {
           finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
@@ -599,6 +648,8 @@ class Run {
   std::map<int, std::size_t> peer_link_;  // cluster → its live link to the prompt (its side)
   std::map<int, std::size_t> transfer_mutexes_;  // issuer → its process-wide transfer mutex
   std::map<int, int> tasks_in_flight_;           // issuer → its tasks in flight
+  std::optional<std::size_t> link_op_owner_;     // v1: the thread holding the link-op lock
+  std::vector<std::size_t> link_op_waiters_;     // v1: threads waiting for it
   Prediction out_;
 };
 

@@ -63,6 +63,9 @@ struct ProgramSpec {
   /// (§3.5); the wait-timeout code is LLM_WAIT_PROCESS_TIMEOUT.
   bool v1 = false;
   Time sync_timeout = 0;  ///< llm.SyncKvCacheWaitTime
+  /// v1: how long link_clusters / unlink_clusters wait for the one in progress before raising
+  /// LLM_PROCESSING_LINK (their timeout, which v1 reads as microseconds).
+  Time link_op_wait = 0;
   std::set<int> linked_at_start{};
   std::vector<OpSpec> ops{};
 };

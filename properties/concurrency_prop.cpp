@@ -526,6 +526,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   spec.remote_accessible = remote;
   spec.v1 = prog.v1;
   spec.sync_timeout = impl::from_ms(kSyncTimeoutMs);
+  spec.link_op_wait = 3000 * kUs;  // link_clusters' default and unlink_clusters' 3000 ms, as µs
   for (int k = 0; k < prog.decoders; ++k) spec.linked_at_start.insert(2 + k);
   for (std::size_t i = 0; i < n_ops; ++i) {
     const Op& op = prog.ops[i];
@@ -734,6 +735,23 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
                                    prog.ops[b.op].kind != OpKind::kPullCache;
                           }),
               "a decoder sent by transfer, push or pull_blocks");
+  RC_CLASSIFY(
+      prog.v1 &&
+          [&] {
+            for (std::size_t a = 0; a < n_ops; ++a) {
+              for (std::size_t b = a + 1; b < n_ops; ++b) {
+                const auto link_op = [&](std::size_t i) {
+                  return prog.ops[i].kind == OpKind::kLink || prog.ops[i].kind == OpKind::kUnlink;
+                };
+                if (link_op(a) && link_op(b) && pr.ops[a].called < pr.ops[b].ended &&
+                    pr.ops[b].called < pr.ops[a].ended) {
+                  return true;
+                }
+              }
+            }
+            return false;
+          }(),
+      "v1: a link or unlink waited for another");
 
   // Bytes: replay the predicted batches in completion order on the shadows. A timed-out batch
   // lands after its caller moved on, out of the lock order: bytes are then not predicted.

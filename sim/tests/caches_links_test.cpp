@@ -56,6 +56,58 @@ TEST_F(CachesLinks, LinkClustersReportsPerClusterAndTakesTwoRoundTrips) {
   EXPECT_FALSE(d_->core()->find_link(1));
 }
 
+// v1 (hicann/ge link_manager.cc): link_clusters and unlink_clusters of one process hold one
+// timed lock, waited for at most `timeout` read as microseconds; v2 has no such lock.
+TEST_F(CachesLinks, V1LinkCallsWaitForEachOtherThenReturnProcessingLink) {
+  const std::map<std::string, std::string> v1 = {{impl::kOptionKvsimApiVersion, "1"}};
+  pair(v1);
+  auto d3 = make_dist(LLMRole::DECODER, 3, 1, true, v1);
+  const Time t0 = platform_.now();
+  const Time link2 = 2 * platform_.round_trip(0, 8);
+  std::vector<impl::LinkResult> got(3);
+  std::vector<Time> ended(3);
+  const std::vector<std::int64_t> timeouts = {3000, 0, 3000};
+  platform_.spawn("link_2", [&] {
+    got[0] = p_->link_clusters({cluster_info(2, 8)}, timeouts[0]);
+    ended[0] = platform_.now();
+  });
+  platform_.spawn("link_3_no_wait", [&] {
+    got[1] = p_->link_clusters({cluster_info(3, 1)}, timeouts[1]);
+    ended[1] = platform_.now();
+  });
+  platform_.spawn("unlink_2_waits", [&] {
+    got[2] = p_->unlink_clusters({cluster_info(2, 8)}, timeouts[2]);
+    ended[2] = platform_.now();
+  });
+  world_.platform().run_until_idle();
+  EXPECT_EQ(got[0].first, LLMStatusCode::LLM_SUCCESS);
+  EXPECT_EQ(ended[0], t0 + link2);
+  EXPECT_EQ(got[1], (impl::LinkResult{LLMStatusCode::LLM_PROCESSING_LINK, {}}));
+  EXPECT_EQ(ended[1], t0);
+  EXPECT_EQ(got[2].first, LLMStatusCode::LLM_SUCCESS);
+  EXPECT_EQ(ended[2], t0 + link2 + platform_.round_trip(0, 8));
+  EXPECT_FALSE(p_->core()->find_link(3));
+  EXPECT_FALSE(p_->core()->find_link(2));
+  // A wait longer than the timeout in microseconds gives up.
+  const Time t1 = platform_.now();
+  platform_.spawn("link_2_again", [&] { got[0] = p_->link_clusters({cluster_info(2, 8)}); });
+  platform_.spawn("link_3_1us", [&] {
+    got[1] = p_->link_clusters({cluster_info(3, 1)}, 1);
+    ended[1] = platform_.now();
+  });
+  world_.platform().run_until_idle();
+  ASSERT_GT(link2, impl::from_ms(1) / 1000);
+  EXPECT_EQ(got[1].first, LLMStatusCode::LLM_PROCESSING_LINK);
+  EXPECT_EQ(ended[1], t1 + impl::from_ms(1) / 1000);
+  // v2 links the two clusters at once.
+  auto p2 = make_dist(LLMRole::PROMPT, 4, 2, false);
+  platform_.spawn("v2_link_2", [&] { got[0] = p2->link_clusters({cluster_info(2, 8)}, 0); });
+  platform_.spawn("v2_link_3", [&] { got[1] = p2->link_clusters({cluster_info(3, 1)}, 0); });
+  world_.platform().run_until_idle();
+  EXPECT_EQ(got[0].first, LLMStatusCode::LLM_SUCCESS);
+  EXPECT_EQ(got[1].first, LLMStatusCode::LLM_SUCCESS);
+}
+
 TEST_F(CachesLinks, LinkToAnAddressNobodyListensOnFailsAfterTheTimeout) {
   pair();
   const Time t0 = platform_.now();
