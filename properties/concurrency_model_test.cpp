@@ -147,6 +147,26 @@ TEST(ConcurrencyModel, UnlinkDropsTheDecoderSideUnderItsCalls) {
   EXPECT_EQ(p.batches.size(), 1u);
 }
 
+// v1: link_clusters and unlink_clusters of a process exclude each other whatever the cluster; a
+// call that cannot get in within link_op_wait raises LLM_PROCESSING_LINK. v2 runs them at once.
+TEST(ConcurrencyModel, V1LinkCallsExcludeEachOtherOrRaiseProcessingLink) {
+  ProgramSpec spec =
+      program({op(OpKind::kLink, {4}, 0), op(OpKind::kUnlink, {2}, 1), op(OpKind::kLink, {3}, 2)});
+  spec.v1 = true;
+  spec.link_op_wait = 10;
+  const Prediction v1 = predict(spec);
+  EXPECT_EQ(v1.ops[0].ended, 10u);
+  EXPECT_EQ(v1.ops[0].raised, S::LLM_SUCCESS);
+  EXPECT_EQ(v1.ops[1].ended, 15u);  // in at 10, then the round trip
+  EXPECT_EQ(v1.ops[1].raised, S::LLM_SUCCESS);
+  EXPECT_EQ(v1.ops[2].ended, 12u);  // gave up at its deadline
+  EXPECT_EQ(v1.ops[2].raised, S::LLM_PROCESSING_LINK);
+  spec.v1 = false;
+  const Prediction v2 = predict(spec);
+  EXPECT_EQ(v2.ops[1].ended, 6u);
+  EXPECT_EQ(v2.ops[2].raised, S::LLM_ALREADY_LINK);
+}
+
 // Simultaneous events are choices: search() tries the other order when the first is refused.
 TEST(ConcurrencyModel, SearchTriesEveryOrderOfSimultaneousEvents) {
   const ProgramSpec spec =
