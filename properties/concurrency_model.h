@@ -1,7 +1,8 @@
 // The reference model of property 2: the concurrency rules of spec §3.4, §3.5 and §9 (one FIFO
 // mutex per link shared by per-layer transfers, pulls and unlink; one process-wide transfer mutex
 // taken by every per-layer transfer, push layers included; transfer_cache_async's concurrent-call
-// diagnostic and v1's pull-while-transfer diagnostic, LLM_LINK_BUSY in strict mode) as a small
+// diagnostic and v1's pull-while-transfer diagnostic, LLM_LINK_BUSY in strict mode; v1's lock
+// between link_clusters and unlink_clusters of a process, LLM_PROCESSING_LINK) as a small
 // discrete-event program over the operations of the prompt process and of its decoders (each
 // process has its own transfer mutex and task count; each side of a link its own mutex). Pure: no
 // SystemC, no impl internals, only the public status codes and diagnostic kinds.
