@@ -50,7 +50,8 @@ class LLMDataDist {
   LinkResult link_clusters(const std::vector<LLMClusterInfo>& clusters,
                            std::int64_t timeout = 3000);
   /// unlink_clusters(clusters, timeout=3000, force=False) (§4). The wait for the link's mutex is
-  /// not bounded by `timeout`, as the library's lock is not.
+  /// not bounded by `timeout`, as the library's lock is not; v1's link-operation lock is (see
+  /// impl::LinkOpLock).
   LinkResult unlink_clusters(const std::vector<LLMClusterInfo>& clusters,
                              std::int64_t timeout = 3000, bool force = false);
   /// link(comm_name, cluster_rank_info, rank_table) -> comm_id (§4); see impl::link_comm_domain.
