@@ -447,6 +447,13 @@ int pick_cache(const Model& m, const std::function<bool(const ModelCache&)>& ok,
   return pick_cache(m, ok);
 }
 
+/// A decoder cache to pull from by id: mostly a live contiguous one on a linked decoder.
+int pick_pull_source(const Model& m) {
+  return pick_cache(
+      m, [](const ModelCache& c) { return c.process != 0; },
+      [&m](const ModelCache& c) { return c.live && !c.blocks && m.linked[c.process]; });
+}
+
 /// Keeps 1 pull or push in 4 while the prompt has no link (they would all be LLM_NOT_YET_LINK).
 void mostly_linked(const Model& m) {
   RC_PRE(m.any_link(0) || *rc::gen::weightedElement<bool>({{1, true}, {3, false}}));
@@ -851,9 +858,7 @@ struct PullCache : ApiCommand {
     if (*rc::gen::weightedElement<bool>({{m.remote ? 1 : 6, true}, {4, false}})) {
       key = pick_pull_key(m);
     } else {
-      remote = pick_cache(
-          m, [](const ModelCache& c) { return c.process != 0; },
-          [&m](const ModelCache& c) { return c.live && !c.blocks && m.linked[c.process]; });
+      remote = pick_pull_source(m);
       remote_row = gen_index(m);
     }
   }
@@ -963,9 +968,7 @@ struct PullBlocks : ApiCommand {
     } else if (*rc::gen::weightedElement<bool>({{m.remote ? 1 : 3, true}, {4, false}})) {
       key = pick_pull_key(m);
     } else {
-      remote = pick_cache(
-          m, [](const ModelCache& c) { return c.process != 0; },
-          [&m](const ModelCache& c) { return c.live && !c.blocks && m.linked[c.process]; });
+      remote = pick_pull_source(m);
       remote_row = gen_index(m);
     }
   }
