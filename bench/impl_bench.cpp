@@ -63,7 +63,7 @@ void BM_SeedExample(benchmark::State& state) {
     impl::LLMDataDist decoder(world.platform(), world.directory(), impl::LLMRole::DECODER, 2);
     prompt.init(sim::engine_options(world.platform(), 0, false));
     decoder.init(sim::engine_options(world.platform(), 8, true));
-    prompt.link_clusters({sim::server_info(world.platform(), 2, 8)});
+    prompt.link_clusters({sim::server_info(world.platform(), 2, 8, 0)});
     const impl::CacheDesc desc(80, {1, 4096 * 128 * 2}, impl::DataType::DT_INT8);
     auto make = [&](impl::LLMDataDist& dist, int device) {
       std::vector<std::uint64_t> addrs;

@@ -97,15 +97,23 @@ CacheView register_cache(DataDistCore& core, const RegisterRequest& request) {
 }
 
 void unregister_cache(DataDistCore& core, std::int64_t cache_id) {
+  // hixl DataCacheEngine::Unregister: CommMemManager::UnregisterCacheMem and
+  // CacheManager::UnregisterCacheEntry both succeed for an unknown id (a warning).
   const CacheEntry* e = core.caches().find(cache_id);
   if (e == nullptr || !e->registered) {
-    throw LLMException(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST, "cache_id",
-                       "no registered cache " + std::to_string(cache_id));
+    core.flag(DiagnosticKind::kUnregisterUnknownCache,
+              "no registered cache " + std::to_string(cache_id) + "; the library succeeds",
+              "cache_id");
+    return;
   }
+  // Nothing checks links; the docs require unlinking first because the memory of a
+  // remote-accessible cache is bound to every link's HCCL comm (HcclDeregisterGlobalMem fails).
   if (e->view.remote_accessible && core.any_link()) {
-    throw LLMException(LLMStatusCode::LLM_FAILED, "cache_id",
-                       "remote accessible cache " + std::to_string(cache_id) +
-                           " must be unregistered after unlink");
+    core.flag(DiagnosticKind::kUnregisterWhileLinked,
+              "remote accessible cache " + std::to_string(cache_id) + " unregistered while " +
+                  std::to_string(core.links().size()) +
+                  " link(s) remain; the library requires unlink first (HCCL error on hardware)",
+              "cache_id");
   }
   core.caches().erase(cache_id);
 }

@@ -4,17 +4,28 @@
 #include <memory>
 
 #include "impl/directory.h"
+#include "impl/listen_address.h"
 #include "impl/lock_guard.h"
 
 namespace kvsim::impl {
 
 namespace {
 
+// LLMLinkManager::LinkClusters / UnlinkClusters: the last failure in list order, else SUCCESS.
 LLMStatusCode overall(const std::vector<LLMStatusCode>& codes) {
+  LLMStatusCode ret = LLMStatusCode::LLM_SUCCESS;
   for (LLMStatusCode c : codes) {
-    if (c != LLMStatusCode::LLM_SUCCESS) return c;
+    if (c != LLMStatusCode::LLM_SUCCESS) ret = c;
   }
-  return LLMStatusCode::LLM_SUCCESS;
+  return ret;
+}
+
+// A device of `node`, to time a message to its host.
+int node_device(const Platform& platform, int node) {
+  for (int d = 0; d < platform.device_count(); ++d) {
+    if (platform.node_of(d) == node) return d;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -62,6 +73,21 @@ void drop_peer_side(DataDistCore& core, std::uint64_t peer_cluster) {
 LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& clusters,
                          std::int64_t timeout_ms) {
   check_uint32("timeout", timeout_ms);
+  if (core.version() == ApiVersion::kV1 && core.role() != LLMRole::DECODER) {
+    // hicann/ge dflow/llm_datadist/v1/llm_datadist.cc Impl::LinkClusters: v1 links are made by
+    // the decoder towards its prompts.
+    return {LLMStatusCode::LLM_PARAM_INVALID, {}};
+  }
+  if (core.version() == ApiVersion::kV2 &&
+      (!core.options().local_comm_res || core.options().local_comm_res->empty())) {
+    for (const LLMClusterInfo& info : clusters) {
+      if (info.local_ip_info_list().empty()) {
+        throw_param_invalid("clusters",
+                            "local_ip_info_list is empty. Call append_local_ip_info to add "
+                            "local_ip_info when local_comm_res option is unspecified or empty.");
+      }
+    }
+  }
   if (clusters.size() > kMaxClustersPerCall) {
     return {LLMStatusCode::LLM_CLUSTER_NUM_EXCEED_LIMIT, {}};
   }
@@ -74,24 +100,25 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
   for (std::size_t i = 0; i < clusters.size(); ++i) {
     const LLMClusterInfo& info = clusters[i];
     const std::uint64_t remote = info.remote_cluster_id().value_or(0);
+    if (info.remote_ip_info_list().size() != 1) {
+      codes[i] = LLMStatusCode::LLM_PARAM_INVALID;  // "remote_ip_infos size != 1 is unsupported."
+      continue;
+    }
+    // The client's own entity for the server: LinkMsgHandler's ExchangeInfoProcess refuses.
     if (core.find_link(remote)) {
       codes[i] = LLMStatusCode::LLM_ALREADY_LINK;
       continue;
     }
-    std::shared_ptr<DataDistCore> peer;
-    if (!info.remote_ip_info_list().empty()) {
-      peer = core.directory().find_listener(info.remote_ip_info_list().front());
-    }
+    const std::shared_ptr<DataDistCore> peer =
+        find_listener(core, info.remote_ip_info_list().front());
     if (!peer) {
       codes[i] = LLMStatusCode::LLM_LINK_FAILED;
       duration = std::max(duration, from_ms(static_cast<std::uint64_t>(timeout_ms)));
       continue;
     }
     duration = std::max(duration, 2 * platform.round_trip(core.device(), peer->device()));
-    if (peer->cluster_id() != remote || peer.get() == &core) {
+    if (peer->cluster_id() != remote || peer.get() == &core || peer->hixl() != core.hixl()) {
       codes[i] = LLMStatusCode::LLM_LINK_FAILED;
-    } else if (peer->find_link(core.cluster_id())) {
-      codes[i] = LLMStatusCode::LLM_ALREADY_LINK;
     } else {
       peers[i] = peer;
     }
@@ -100,8 +127,7 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
   for (std::size_t i = 0; i < clusters.size(); ++i) {
     if (!peers[i]) continue;
     DataDistCore& peer = *peers[i];
-    // Linked meanwhile by another job, or the peer finalized while we waited.
-    if (core.find_link(peer.cluster_id()) || peer.find_link(core.cluster_id())) {
+    if (core.find_link(peer.cluster_id())) {  // linked meanwhile by another job
       codes[i] = LLMStatusCode::LLM_ALREADY_LINK;
       continue;
     }
@@ -110,7 +136,13 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
       continue;
     }
     core.links()[peer.cluster_id()] = make_link(core, peer);
-    peer.links()[core.cluster_id()] = make_link(peer, core);
+    // The comm backend makes the server's entity too, replacing one the client no longer has
+    // (exchange_info.force_link). The hixl backend's links are the client's alone
+    // (HixlTransferEngine::LinkCluster), so both directions may exist at once.
+    if (!core.hixl()) {
+      drop_peer_side(core, peer.cluster_id());
+      peer.links()[core.cluster_id()] = make_link(peer, core);
+    }
   }
   return {overall(codes), codes};
 }
@@ -122,24 +154,57 @@ LinkResult unlink_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>
   }
   const LinkOpLock link_op(core, timeout_ms);
   if (!link_op.acquired()) return {LLMStatusCode::LLM_PROCESSING_LINK, {}};
+  Platform& platform = core.platform();
   std::vector<LLMStatusCode> codes(clusters.size(), LLMStatusCode::LLM_SUCCESS);
   for (std::size_t i = 0; i < clusters.size(); ++i) {
     const std::uint64_t remote = clusters[i].remote_cluster_id().value_or(0);
     const std::shared_ptr<Link> link = core.find_link(remote);
-    if (!link) {
-      codes[i] = LLMStatusCode::LLM_NOT_YET_LINK;
+    if (core.version() == ApiVersion::kV1) {
+      if (!link) {
+        codes[i] = LLMStatusCode::LLM_NOT_YET_LINK;
+        continue;
+      }
+      LockGuard lock(link->mutex());
+      if (!link->up()) {
+        codes[i] = LLMStatusCode::LLM_NOT_YET_LINK;
+        continue;
+      }
+      link->set_down();
+      core.links().erase(remote);
+      if (!force) {
+        platform.sleep(platform.round_trip(core.device(), link->peer_device()));
+        drop_peer_side(core, remote);
+      }
       continue;
     }
-    LockGuard lock(link->mutex());
-    if (!link->up()) {
-      codes[i] = LLMStatusCode::LLM_NOT_YET_LINK;
-      continue;
+    // v2, LinkMsgHandler::UnlinkCluster: without force, tell the server at remote_ip_info that
+    // listens there first (kDisconnect: it destroys its entity for us); a server that cannot be
+    // reached leaves our entity as it is. HixlTransferEngine::UnlinkClusters ignores force and
+    // disconnects only its own side. Unlinking what is not linked succeeds (DestroyEntity of an
+    // unknown entity returns SUCCESS).
+    std::unique_ptr<LockGuard> lock;
+    if (link) lock = std::make_unique<LockGuard>(link->mutex());
+    if (!force && !core.hixl()) {
+      if (clusters[i].remote_ip_info_list().size() != 1) {
+        codes[i] = LLMStatusCode::LLM_PARAM_INVALID;
+        continue;
+      }
+      const IpInfo& target = clusters[i].remote_ip_info_list().front();
+      const std::shared_ptr<DataDistCore> server = find_listener(core, target);
+      if (!server) {
+        const int node = node_of_address(platform, target.ip, core.node());
+        // A host without the listener refuses at once; an address nobody has times out.
+        platform.sleep(node >= 0 ? platform.round_trip(core.device(), node_device(platform, node))
+                                 : from_ms(static_cast<std::uint64_t>(timeout_ms)));
+        codes[i] = LLMStatusCode::LLM_UNLINK_FAILED;
+        continue;
+      }
+      platform.sleep(platform.round_trip(core.device(), server->device()));
+      drop_peer_side(core, server->cluster_id());
     }
-    link->set_down();
-    core.links().erase(remote);
-    if (!force) {
-      core.platform().sleep(core.platform().round_trip(core.device(), link->peer_device()));
-      drop_peer_side(core, remote);
+    if (link && link->up()) {
+      link->set_down();
+      core.links().erase(remote);
     }
   }
   return {overall(codes), codes};

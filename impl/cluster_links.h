@@ -18,19 +18,27 @@ inline constexpr std::size_t kMaxClustersPerCall = 16;
 /// (overall code, one code per cluster), as the Python API returns them.
 using LinkResult = std::pair<LLMStatusCode, std::vector<LLMStatusCode>>;
 
-/// Links to each cluster's server, found by its first remote_ip_info among the world's listeners.
-/// Per cluster: ALREADY_LINK if either side already has the link; LINK_FAILED if no server
-/// listens there (after waiting `timeout_ms`, the connection retries running out) or the server's
-/// cluster id is not remote_cluster_id or is this one. A link takes two round trips (connect,
-/// then the exchange of registered memory, [I]); clusters link in parallel, so the call lasts
-/// the longest of them. More than 16 clusters: LLM_CLUSTER_NUM_EXCEED_LIMIT and nothing done.
-/// The overall code is the first per-cluster failure, else SUCCESS ([I]). v1: see LinkOpLock.
+/// Links to each cluster's server, the instance listening at its one remote_ip_info
+/// (find_listener). v2 first requires a local_ip_info per cluster unless llm.LocalCommRes is
+/// set and non-empty (LLMException(LLM_PARAM_INVALID), hixl v2/llm_datadist.py). Per cluster:
+/// PARAM_INVALID unless exactly one remote_ip_info; ALREADY_LINK if this side already has a
+/// link to it; LINK_FAILED if nobody listens there (after waiting `timeout_ms`) or the listener
+/// is not remote_cluster_id (or this instance, or of the other backend). The comm backend gives
+/// both sides a link, replacing one the server still holds for this client; the hixl backend
+/// only the client's, so A→B and B→A coexist (link_msg_handler.cc, hixl_transfer_engine.cc). A
+/// link takes two round trips (connect, then the exchange of registered memory, [I]); clusters
+/// link in parallel, so the call lasts the longest of them. More than 16 clusters:
+/// LLM_CLUSTER_NUM_EXCEED_LIMIT and nothing done. The overall code is the last per-cluster
+/// failure, else SUCCESS. v1: only a DECODER links (LLM_PARAM_INVALID, []); see LinkOpLock.
 LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& clusters,
                          std::int64_t timeout_ms);
 
-/// Unlinks each cluster: NOT_YET_LINK if there is no link; otherwise waits for the link's mutex
-/// (a per-layer transfer or a pull in progress finishes first, §3.4), takes the link down, and
-/// unless `force` tells the peer (one round trip), which drops its side too. v1: see
+/// Unlinks each cluster (v2, LinkMsgHandler::UnlinkCluster): waits for the link's mutex (a
+/// per-layer transfer or a pull in progress finishes first, §3.4); without `force`, first tells
+/// the server at the cluster's one remote_ip_info (one round trip; it drops its link to us):
+/// PARAM_INVALID without exactly one, UNLINK_FAILED if nobody listens there (our link stays);
+/// then drops this side's link. With `force` (and always on the hixl backend) only this side.
+/// A cluster that is not linked gives SUCCESS. v1: NOT_YET_LINK without a link; see
 /// LinkOpLock.
 LinkResult unlink_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& clusters,
                            std::int64_t timeout_ms, bool force);

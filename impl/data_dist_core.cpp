@@ -4,34 +4,30 @@
 
 namespace kvsim::impl {
 
-KvsimSettings parse_kvsim_settings(const std::map<std::string, std::string>& options) {
+KvsimSettings parse_kvsim_settings(const std::map<std::string, std::string>& options,
+                                   const EngineOptions& engine) {
   KvsimSettings s;
-  if (const auto it = options.find(kOptionEnableCacheManager);
-      it != options.end() && it->second == "0") {
-    s.version = ApiVersion::kV1;
-  }
-  if (const auto it = options.find(kOptionKvsimApiVersion); it != options.end()) {
-    if (it->second == "1") {
-      s.version = ApiVersion::kV1;
-    } else if (it->second == "2") {
-      s.version = ApiVersion::kV2;
-    } else {
-      throw_param_invalid(kOptionKvsimApiVersion, "\"" + it->second + "\" is not \"1\" or \"2\"");
+  s.version = engine.enable_cache_manager ? ApiVersion::kV2 : ApiVersion::kV1;
+  for (const auto& [key, value] : options) {
+    if (key.rfind("kvsim.", 0) != 0) continue;
+    if (key != kOptionKvsimStrict) {
+      throw_param_invalid(key, "is not a kvsim option (kvsim.Strict is; the API generation "
+                               "follows llm.EnableCacheManager as in the library)");
     }
-  }
-  if (const auto it = options.find(kOptionKvsimStrict); it != options.end()) {
-    if (it->second != "0" && it->second != "1") {
-      throw_param_invalid(kOptionKvsimStrict, "\"" + it->second + "\" is not \"0\" or \"1\"");
+    if (value != "0" && value != "1") {
+      throw_param_invalid(key, "\"" + value + "\" is not \"0\" or \"1\"");
     }
-    s.strict = it->second == "1";
+    s.strict = value == "1";
   }
   return s;
 }
 
-DataDistCore::DataDistCore(Platform& platform, Directory& directory, std::uint64_t cluster_id,
-                           LLMRole role, EngineOptions options, KvsimSettings settings)
+DataDistCore::DataDistCore(Platform& platform, Directory& directory, int process,
+                           std::uint64_t cluster_id, LLMRole role, EngineOptions options,
+                           KvsimSettings settings)
     : platform_(platform),
       directory_(directory),
+      process_(process),
       cluster_id_(cluster_id),
       role_(role),
       options_(std::move(options)),

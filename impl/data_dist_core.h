@@ -22,32 +22,35 @@ namespace kvsim::impl {
 class Directory;
 struct CommDomain;
 
-/// kvsim option: "1" selects the v1 KvCacheManager, "2" (default) the v2 CacheManager (§1).
-inline constexpr const char* kOptionKvsimApiVersion = "kvsim.ApiVersion";
 /// kvsim option: "1" turns every diagnostic into an error (default "0").
 inline constexpr const char* kOptionKvsimStrict = "kvsim.Strict";
 
-/// kvsim's own settings, beside the library's options.
+/// The engine generation and kvsim's own settings, beside the library's options.
 struct KvsimSettings {
-  ApiVersion version = ApiVersion::kV2;
+  ApiVersion version = ApiVersion::kV1;
   bool strict = false;
 };
 
-/// Reads kvsim.ApiVersion and kvsim.Strict (LLMException(LLM_PARAM_INVALID) naming the key for a
-/// bad value). llm.EnableCacheManager="0" given explicitly also selects v1, as in the real
-/// library; unlike it, an unset flag means v2 (kvsim's default, §1).
-KvsimSettings parse_kvsim_settings(const std::map<std::string, std::string>& options);
+/// The generation as the library picks it (§1; hixl v2/llm_datadist.py _setup_engine_option):
+/// v2 (CacheManager) when llm.EnableCacheManager is "1" after llm.LocalCommRes turned it on,
+/// else v1 (KvCacheManager). Reads kvsim.Strict; any other "kvsim." key is rejected
+/// (LLMException(LLM_PARAM_INVALID) naming it), so no kvsim option can contradict the library's.
+KvsimSettings parse_kvsim_settings(const std::map<std::string, std::string>& options,
+                                   const EngineOptions& engine);
 
 /// One process's llm_datadist state.
 class DataDistCore {
  public:
-  DataDistCore(Platform& platform, Directory& directory, std::uint64_t cluster_id, LLMRole role,
-               EngineOptions options, KvsimSettings settings);
+  /// `options.device_id` is the world device (init resolved the process's logical id).
+  DataDistCore(Platform& platform, Directory& directory, int process, std::uint64_t cluster_id,
+               LLMRole role, EngineOptions options, KvsimSettings settings);
   DataDistCore(const DataDistCore&) = delete;
   DataDistCore& operator=(const DataDistCore&) = delete;
 
   Platform& platform() const { return platform_; }
   Directory& directory() const { return directory_; }
+  /// The simulated host process this instance belongs to (Platform::current_process at init).
+  int process() const { return process_; }
   std::uint64_t cluster_id() const { return cluster_id_; }
   LLMRole role() const { return role_; }
   void set_role(LLMRole role) { role_ = role; }
@@ -55,7 +58,12 @@ class DataDistCore {
   void set_listen_ip_info(std::optional<IpInfo> info) { options_.listen_ip_info = info; }
   ApiVersion version() const { return settings_.version; }
   bool strict() const { return settings_.strict; }
+  /// The world device it is bound to.
   int device() const { return options_.device_id; }
+  /// The node (server) of its device.
+  int node() const { return platform_.node_of(options_.device_id); }
+  /// llm.TransferBackend="hixl": one-sided links, both directions at once (§5).
+  bool hixl() const { return options_.transfer_backend == kTransferBackendHixl; }
   /// False after finalize: per-layer calls of jobs still running return LLM_FAILED (§3.4).
   bool initialized() const { return initialized_; }
   void set_finalized() { initialized_ = false; }
@@ -73,10 +81,10 @@ class DataDistCore {
   /// The live link to `cluster_id`, or nullptr.
   std::shared_ptr<Link> find_link(std::uint64_t cluster_id) const;
   bool any_link() const { return !links_.empty(); }
-  /// True once any link exists or link (the comm-domain API) has succeeded: registrations then
-  /// default to remote_accessible=False and refuse True (§4; the real Python's sticky
-  /// set_is_call_linked).
-  bool registers_as_linked() const { return any_link() || called_link_; }
+  /// True once link (the comm-domain API) has succeeded: registrations then default to
+  /// remote_accessible=False and refuse True (§4; hixl v2/cache_manager.py's sticky
+  /// set_is_call_linked, which link_clusters never sets).
+  bool registers_as_linked() const { return called_link_; }
   void set_called_link() { called_link_ = true; }
 
   /// This process's comm domains by comm id (§4 link).
@@ -114,6 +122,7 @@ class DataDistCore {
  private:
   Platform& platform_;
   Directory& directory_;
+  int process_;
   std::uint64_t cluster_id_;
   LLMRole role_;
   EngineOptions options_;

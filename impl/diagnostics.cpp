@@ -24,6 +24,16 @@ std::string_view to_string(DiagnosticKind kind) {
       return "UnalignedRegistration";
     case DiagnosticKind::kFinalizeWhileBusy:
       return "FinalizeWhileBusy";
+    case DiagnosticKind::kSeveralDataDistsInProcess:
+      return "SeveralDataDistsInProcess";
+    case DiagnosticKind::kListenOnDeviceAddress:
+      return "ListenOnDeviceAddress";
+    case DiagnosticKind::kUnregisterWhileLinked:
+      return "UnregisterWhileLinked";
+    case DiagnosticKind::kUnregisterUnknownCache:
+      return "UnregisterUnknownCache";
+    case DiagnosticKind::kPushSendsNothing:
+      return "PushSendsNothing";
   }
   return "?";
 }
@@ -36,7 +46,12 @@ LLMStatusCode strict_status(DiagnosticKind kind) {
     case DiagnosticKind::kSynchronizerException:
     case DiagnosticKind::kDstOutsidePeer:
     case DiagnosticKind::kFinalizeWhileBusy:
+    case DiagnosticKind::kSeveralDataDistsInProcess:
+    case DiagnosticKind::kListenOnDeviceAddress:
+    case DiagnosticKind::kUnregisterWhileLinked:
       return LLMStatusCode::LLM_FAILED;
+    case DiagnosticKind::kUnregisterUnknownCache:
+      return LLMStatusCode::LLM_KV_CACHE_NOT_EXIST;
     default:
       return LLMStatusCode::LLM_PARAM_INVALID;
   }

@@ -24,6 +24,20 @@ enum class DiagnosticKind {
   kDstOutsidePeer,         ///< §3.5 v2: dst addresses not in the peer's memory ("error unknown").
   kUnalignedRegistration,  ///< §4: a DEVICE address not 2 MiB aligned (needed for HCCS D2D).
   kFinalizeWhileBusy,      ///< §4: finalize while transfer tasks are in flight.
+  /// §4 "one per process": a second LLMDataDist initialized by a script that kvsim did not
+  /// launch; the library raises "Cannot init multiple LLMDataDists".
+  kSeveralDataDistsInProcess,
+  /// §5 llm.listenIpInfo: listening on a device NIC address; the library binds a host TCP socket,
+  /// which fails on hardware (the NIC belongs to the NPU).
+  kListenOnDeviceAddress,
+  /// §4 unregister_cache: called while links remain; the docs require unlinking first (HCCL
+  /// reports an error on hardware), the code does not check.
+  kUnregisterWhileLinked,
+  /// §4 unregister_cache: no such registered cache; the library logs a warning and succeeds.
+  kUnregisterUnknownCache,
+  /// §4 push_*: the default layer range is empty (num_tensors < tensor_num_per_layer), so the
+  /// library sends nothing and reports success.
+  kPushSendsNothing,
 };
 
 /// "SynchronizerException", "ResultAliased", ...
@@ -31,7 +45,9 @@ std::string_view to_string(DiagnosticKind kind);
 
 /// The status a strict-mode error carries for each kind: LLM_LINK_BUSY for the concurrency rules
 /// (§6 cites it for transfer_cache_async with pull_* on one link), LLM_FAILED for a raising
-/// synchronizer, a dst outside the peer and finalize while busy, LLM_PARAM_INVALID otherwise.
+/// synchronizer, a dst outside the peer, finalize while busy, a second LLMDataDist in a process,
+/// a listen address the host cannot bind and unregistering while linked,
+/// LLM_KV_CACHE_NOT_EXIST for an unknown cache, LLM_PARAM_INVALID otherwise.
 LLMStatusCode strict_status(DiagnosticKind kind);
 
 /// One recorded diagnostic.

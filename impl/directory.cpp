@@ -22,10 +22,9 @@ std::shared_ptr<DataDistCore> Directory::find_cluster(std::uint64_t cluster_id) 
   return it == by_cluster_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<DataDistCore> Directory::find_listener(const IpInfo& address) const {
+std::shared_ptr<DataDistCore> Directory::find_process(int process) const {
   for (const auto& [id, core] : by_cluster_) {
-    const auto& listen = core->options().listen_ip_info;
-    if (listen && *listen == address) return core;
+    if (core->process() == process) return core;
   }
   return nullptr;
 }

@@ -31,8 +31,12 @@ class Directory {
   void remove(const DataDistCore& core);
   /// The instance with this cluster id, or nullptr.
   std::shared_ptr<DataDistCore> find_cluster(std::uint64_t cluster_id) const;
-  /// The instance that listens on (ip, port), or nullptr.
-  std::shared_ptr<DataDistCore> find_listener(const IpInfo& address) const;
+  /// Every initialized instance, by cluster id.
+  const std::map<std::uint64_t, std::shared_ptr<DataDistCore>>& members() const {
+    return by_cluster_;
+  }
+  /// An initialized instance of host process `process`, or nullptr.
+  std::shared_ptr<DataDistCore> find_process(int process) const;
   /// Every diagnostic recorded in this world, in order of detection.
   const DiagnosticLog& diagnostics() const { return diagnostics_; }
   DiagnosticLog& diagnostics() { return diagnostics_; }

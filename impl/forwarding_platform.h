@@ -45,9 +45,14 @@ class ForwardingPlatform : public Platform {
     inner_.spawn(name, std::move(job));
   }
   bool on_job() const override { return inner_.on_job(); }
+  int current_process() const override { return inner_.current_process(); }
+  int resolve_device(int logical) const override { return inner_.resolve_device(logical); }
   int device_count() const override { return inner_.device_count(); }
   std::string device_ip(int device) const override { return inner_.device_ip(device); }
   int device_by_ip(const std::string& ip) const override { return inner_.device_by_ip(ip); }
+  int node_of(int device) const override { return inner_.node_of(device); }
+  std::string host_ip(int node) const override { return inner_.host_ip(node); }
+  int node_by_host_ip(const std::string& ip) const override { return inner_.node_by_host_ip(ip); }
   Time round_trip(int a, int b) const override { return inner_.round_trip(a, b); }
 
  protected:

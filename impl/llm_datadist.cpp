@@ -1,23 +1,9 @@
 #include "impl/llm_datadist.h"
 
+#include "impl/listen_address.h"
 #include "impl/lock_guard.h"
 
 namespace kvsim::impl {
-
-namespace {
-
-// Checks that a listen address is the device's own (§5: this side listens on its device NIC).
-void check_listen_ip(Platform& platform, int device, const std::optional<IpInfo>& listen,
-                     const char* key) {
-  if (!listen) return;
-  const std::string ip = int_to_ip(listen->ip);
-  if (platform.device_by_ip(ip) != device) {
-    throw_param_invalid(key, ip + " is not the address of device " + std::to_string(device) + " (" +
-                                 platform.device_ip(device) + ")");
-  }
-}
-
-}  // namespace
 
 LLMDataDist::LLMDataDist(Platform& platform, Directory& directory, LLMRole role,
                          std::uint64_t cluster_id)
@@ -49,27 +35,50 @@ DataDistCore& LLMDataDist::live(const char* api) const {
 }
 
 void LLMDataDist::init(const std::map<std::string, std::string>& options) {
-  if (initialized()) {
+  // hixl v2/llm_datadist.py LLMDataDist.init: a second init of one object returns at once; a
+  // second object of the same process raises (the class attribute llm_engine_instance).
+  if (initialized()) return;
+  const int process = platform_.current_process();
+  const std::shared_ptr<DataDistCore> sibling = directory_.find_process(process);
+  if (sibling && process != kScriptProcess) {
     throw LLMException(LLMStatusCode::LLM_FAILED, "init", "Cannot init multiple LLMDataDists");
   }
-  const EngineOptions engine = parse_engine_options(options);
-  const KvsimSettings settings = parse_kvsim_settings(options);
-  if (engine.device_id >= platform_.device_count()) {
-    throw_param_invalid(kOptionDeviceId, std::to_string(engine.device_id) +
-                                             " is not a device of this world (" +
-                                             std::to_string(platform_.device_count()) + ")");
+  EngineOptions engine = parse_engine_options(options);
+  const KvsimSettings settings = parse_kvsim_settings(options, engine);
+  if (settings.version == ApiVersion::kV1) {
+    // EngineConfig.gen_cluster_info_if_not_exist (hixl v2/config.py): v1 reads the device list,
+    // and a prompt needs its listen address (it is the server of v1's directional links).
+    if (options.count(kOptionDeviceId) == 0) {
+      throw_param_invalid(kOptionDeviceId, "neither llm.ClusterInfo nor ge.exec.deviceId was "
+                                           "specified");
+    }
+    if (role_ == LLMRole::PROMPT && !engine.listen_ip_info) {
+      throw_param_invalid(kOptionListenIpInfo,
+                          "neither llm.ClusterInfo nor llm.listenIp was specified");
+    }
   }
-  check_listen_ip(platform_, engine.device_id, engine.listen_ip_info, kOptionListenIpInfo);
-  if (engine.listen_ip_info && directory_.find_listener(*engine.listen_ip_info)) {
-    throw LLMException(LLMStatusCode::LLM_FAILED, kOptionListenIpInfo,
-                       "address already in use by another LLMDataDist");
+  const int logical = engine.device_id;
+  engine.device_id = platform_.resolve_device(logical);
+  if (engine.device_id < 0) {
+    throw_param_invalid(kOptionDeviceId, std::to_string(logical) +
+                                             " is not a device of this process (it sees " +
+                                             std::to_string(visible_device_count()) + ")");
   }
   if (directory_.find_cluster(cluster_id_)) {
     throw_param_invalid("cluster_id", "cluster " + std::to_string(cluster_id_) +
                                           " is already initialized in this world");
   }
-  auto core =
-      std::make_shared<DataDistCore>(platform_, directory_, cluster_id_, role_, engine, settings);
+  auto core = std::make_shared<DataDistCore>(platform_, directory_, process, cluster_id_, role_,
+                                             engine, settings);
+  if (sibling) {
+    core->flag(DiagnosticKind::kSeveralDataDistsInProcess,
+               "cluster " + std::to_string(cluster_id_) + " is a second LLMDataDist of this "
+               "script (cluster " + std::to_string(sibling->cluster_id()) + " is initialized); "
+               "on hardware init raises LLMException(LLM_FAILED) \"Cannot init multiple "
+               "LLMDataDists\": one per process, as `kvsim launch` runs programs",
+               "init");
+  }
+  if (engine.listen_ip_info) check_bindable(*core, *engine.listen_ip_info, kOptionListenIpInfo);
   std::vector<std::uint64_t> bases;
   const auto add_pool = [&](const std::optional<MemPoolConfig>& cfg, Placement placement,
                             const char* key) {
@@ -80,8 +89,7 @@ void LLMDataDist::init(const std::map<std::string, std::string>& options) {
       for (std::uint64_t b : bases) platform_.free(b);
       throw LLMException(LLMStatusCode::LLM_DEVICE_OUT_OF_MEMORY, key,
                          "memory_size " + std::to_string(cfg->memory_size) +
-                             " does not fit the memory of device " +
-                             std::to_string(engine.device_id));
+                             " does not fit the memory of device " + std::to_string(logical));
     }
     bases.push_back(*base);
     core->set_pool(placement, *base, *cfg);
@@ -93,6 +101,12 @@ void LLMDataDist::init(const std::map<std::string, std::string>& options) {
   pool_bases_ = std::move(bases);
   cache_manager_ = std::make_unique<CacheManager>(core_);
   kv_cache_manager_ = std::make_unique<KvCacheManager>(core_);
+}
+
+int LLMDataDist::visible_device_count() const {
+  int n = 0;
+  while (platform_.resolve_device(n) >= 0) ++n;
+  return n;
 }
 
 void LLMDataDist::release_pools() {
@@ -117,21 +131,25 @@ void LLMDataDist::finalize() {
   release_pools();
 }
 
+// hixl v2/llm_datadist.py _check_is_cache_mgr_mode / _check_is_not_cache_mgr_mode.
+void LLMDataDist::check_generation(const char* api, ApiVersion wanted) const {
+  const DataDistCore& core = live(api);
+  if (core.version() == wanted) return;
+  throw_param_invalid(api, std::string(api) +
+                               (wanted == ApiVersion::kV2
+                                    ? " is not supported when llm.EnableCacheManager is not "
+                                      "configured."
+                                    : " is not supported when llm.EnableCacheManager is "
+                                      "configured."));
+}
+
 CacheManager& LLMDataDist::cache_manager() {
-  const DataDistCore& core = live("cache_manager");
-  if (core.version() != ApiVersion::kV2) {
-    throw LLMException(LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "cache_manager",
-                       "needs llm.EnableCacheManager (kvsim.ApiVersion 2)");
-  }
+  check_generation("cache_manager", ApiVersion::kV2);
   return *cache_manager_;
 }
 
 KvCacheManager& LLMDataDist::kv_cache_manager() {
-  const DataDistCore& core = live("kv_cache_manager");
-  if (core.version() != ApiVersion::kV1) {
-    throw LLMException(LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "kv_cache_manager",
-                       "is the v1 API; set kvsim.ApiVersion to 1");
-  }
+  check_generation("kv_cache_manager", ApiVersion::kV1);
   return *kv_cache_manager_;
 }
 
@@ -148,9 +166,11 @@ LinkResult LLMDataDist::unlink_clusters(const std::vector<LLMClusterInfo>& clust
 }
 
 void LLMDataDist::check_comm_domain_api(const std::string& api) const {
-  const DataDistCore& core = live(api.c_str());
-  if (core.version() != ApiVersion::kV2) {
-    throw_param_invalid(api, "is not supported when llm.EnableCacheManager is not configured.");
+  check_generation(api.c_str(), ApiVersion::kV2);
+  // HixlTransferEngine: Link / Unlink / QueryRegisterMemStatus by comm id are not offered.
+  if (core_->hixl()) {
+    throw LLMException(LLMStatusCode::LLM_FEATURE_NOT_ENABLED, api,
+                       "is not supported with llm.TransferBackend \"hixl\"");
   }
 }
 
@@ -174,29 +194,56 @@ RegisterMemStatus LLMDataDist::query_register_mem_status(std::uint64_t comm_id) 
 void LLMDataDist::switch_role(LLMRole role, const std::map<std::string, std::string>& options) {
   DataDistCore& core = live("switch_role");
   if (!is_valid(role)) throw TypeError("role", "must be an LLMRole");
-  if (!core.options().enable_switch_role) {
-    throw LLMException(LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "switch_role",
-                       "needs llm.EnableSwitchRole");
+  std::optional<IpInfo> listen;
+  if (const auto it = options.find(kOptionListenIpInfo); it != options.end()) {
+    listen = parse_engine_options({{kOptionListenIpInfo, it->second}}).listen_ip_info;
   }
+  const std::optional<IpInfo> current = core.options().listen_ip_info;
+  if (core.version() == ApiVersion::kV1) {
+    // hicann/ge api/python/llm_datadist_v1/llm_datadist.py switch_role, and
+    // dflow/llm_datadist/v1/llm_datadist.cc Impl::SwitchRole (needs llm.EnableSwitchRole).
+    if (role == core.role()) {
+      throw_param_invalid("role", "role not changed, role = " + std::string(to_string(role)));
+    }
+    if (role == LLMRole::PROMPT && !listen) {
+      throw_param_invalid("switch_options", "Failed to switch to Prompt, option "
+                                            "\"llm.listenIpInfo\" must be specified");
+    }
+    if (!core.options().enable_switch_role) {
+      throw LLMException(LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "switch_role",
+                         "Option llm.EnableSwitchRole not enabled");
+    }
+  } else if (core.hixl()) {
+    // HixlTransferEngine::SwitchRole: only a listen address equal to init's; no link check, the
+    // listener stays.
+    if (listen && (!current || !(*listen == *current))) {
+      throw LLMException(LLMStatusCode::LLM_FEATURE_NOT_ENABLED, kOptionListenIpInfo,
+                         "the hixl backend keeps the listen address given at init");
+    }
+    core.set_role(role);
+    return;
+  }
+  // LLMLinkManager::SwitchRole (v2; llm.EnableSwitchRole is not read): no link may remain.
   if (core.any_link() || !core.comm_domains().empty()) {
     throw LLMException(LLMStatusCode::LLM_EXIST_LINK, "switch_role",
                        std::to_string(core.links().size()) + " link(s) and " +
                            std::to_string(core.comm_domains().size()) +
                            " comm domain(s) remain; unlink first");
   }
-  std::optional<IpInfo> listen;
-  if (role == LLMRole::PROMPT) {
-    const auto it = options.find(kOptionListenIpInfo);
-    if (it != options.end()) {
-      const EngineOptions parsed = parse_engine_options(
-          {{kOptionDeviceId, std::to_string(core.device())}, {kOptionListenIpInfo, it->second}});
-      check_listen_ip(platform_, core.device(), parsed.listen_ip_info, kOptionListenIpInfo);
-      listen = parsed.listen_ip_info;
-    } else {
-      listen = core.options().listen_ip_info;
+  // With a listen address: listen there (a listener on the same port stays as it is). Without:
+  // stop listening, whatever the new role.
+  if (listen && !(current && current->port == listen->port)) {
+    core.set_listen_ip_info(std::nullopt);
+    try {
+      check_bindable(core, *listen, kOptionListenIpInfo);
+    } catch (...) {
+      core.set_listen_ip_info(current);
+      throw;
     }
+    core.set_listen_ip_info(listen);
+  } else if (!listen) {
+    core.set_listen_ip_info(std::nullopt);
   }
-  core.set_listen_ip_info(listen);
   core.set_role(role);
 }
 

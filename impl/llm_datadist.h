@@ -29,10 +29,12 @@ class LLMDataDist {
   LLMDataDist(const LLMDataDist&) = delete;
   LLMDataDist& operator=(const LLMDataDist&) = delete;
 
-  /// init(options) (§5): parse_engine_options and kvsim's options (kvsim.ApiVersion,
-  /// kvsim.Strict). LLM_FAILED if already initialized ("Cannot init multiple LLMDataDists",
-  /// §2.3); LLM_PARAM_INVALID for a device the world lacks, a listen ip that is not the device's,
-  /// or a cluster id already in the world; LLM_FAILED for a listen address in use;
+  /// init(options) (§5): parse_engine_options and kvsim.Strict; the generation from
+  /// llm.EnableCacheManager (§1). A no-op when already initialized. LLM_FAILED "Cannot init
+  /// multiple LLMDataDists" if another instance of the same launched process is initialized
+  /// (§2.3; in a script that was not launched: a kSeveralDataDistsInProcess diagnostic);
+  /// LLM_PARAM_INVALID for a logical device the process lacks or a cluster id already in the
+  /// world; LLM_FAILED for a listen address its host cannot bind (check_bindable);
   /// LLM_DEVICE_OUT_OF_MEMORY if a memory pool does not fit the device.
   void init(const std::map<std::string, std::string>& options);
   /// finalize (§4): waits for the per-layer call in progress, drops every link, frees the pools.
@@ -41,9 +43,10 @@ class LLMDataDist {
   void finalize();
   bool initialized() const { return core_ && core_->initialized(); }
 
-  /// The v2 CacheManager. RuntimeError before init; LLM_FEATURE_NOT_ENABLED under v1.
+  /// The v2 CacheManager. RuntimeError before init; LLM_PARAM_INVALID "... is not supported when
+  /// llm.EnableCacheManager is not configured." under v1.
   CacheManager& cache_manager();
-  /// The v1 KvCacheManager. RuntimeError before init; LLM_FEATURE_NOT_ENABLED under v2.
+  /// The v1 KvCacheManager. RuntimeError before init; LLM_PARAM_INVALID under v2.
   KvCacheManager& kv_cache_manager();
 
   /// link_clusters(clusters, timeout=3000) (§4); see impl::link_clusters.
@@ -66,9 +69,11 @@ class LLMDataDist {
   /// under v1 (for bindings that check argument types after them, in the real Python's order).
   void check_comm_domain_api(const std::string& api) const;
 
-  /// switch_role(role, options={}) (§4): LLM_FEATURE_NOT_ENABLED without llm.EnableSwitchRole,
-  /// LLM_EXIST_LINK with links or comm domains ([I]: until unlink, even FAILED ones). To PROMPT,
-  /// options may carry llm.listenIpInfo to listen on; to DECODER, this process stops listening.
+  /// switch_role(role, options={}) (§4). v2: LLM_EXIST_LINK with links or comm domains ([I]:
+  /// until unlink, even FAILED ones); then with llm.listenIpInfo in options it listens there,
+  /// without it stops listening (LLMLinkManager::SwitchRole). v1: LLM_PARAM_INVALID for the same
+  /// role or a switch to PROMPT without llm.listenIpInfo, LLM_FEATURE_NOT_ENABLED without
+  /// llm.EnableSwitchRole. hixl backend: only the init listen address, no link check.
   void switch_role(LLMRole role, const std::map<std::string, std::string>& options = {});
 
   std::uint64_t cluster_id() const { return cluster_id_; }
@@ -78,6 +83,8 @@ class LLMDataDist {
 
  private:
   DataDistCore& live(const char* api) const;
+  void check_generation(const char* api, ApiVersion wanted) const;
+  int visible_device_count() const;
   void release_pools();
 
   Platform& platform_;

@@ -67,6 +67,9 @@ class Mutex {
   virtual bool locked() const = 0;
 };
 
+/// The process id of a program that drives the world itself (not launched).
+inline constexpr int kScriptProcess = 0;
+
 /// The world as impl sees it. Not copyable or movable: impl holds it by reference.
 class Platform {
  public:
@@ -106,18 +109,33 @@ class Platform {
   virtual void sleep(Time duration) = 0;
   virtual std::unique_ptr<Signal> make_signal() = 0;
   virtual std::unique_ptr<Mutex> make_mutex(const std::string& name) = 0;
-  /// Starts `job` as a background job (a simulated thread) at the current time.
+  /// Starts `job` as a background job (a simulated thread) at the current time. The job runs for
+  /// the caller's host process.
   virtual void spawn(const std::string& name, std::function<void()> job) = 0;
   /// True when the caller runs on a job, false on the driver.
   virtual bool on_job() const = 0;
 
+  // Host processes (DESIGN.md "Simulated processes").
+  /// The simulated host process the caller runs for: kScriptProcess for a program that was not
+  /// launched (a script or test driving the world itself), 1, 2, ... for launched processes.
+  virtual int current_process() const = 0;
+  /// The world device behind the caller's logical device id (a launched process sees the
+  /// devices its launch made visible; the script sees every device as its own id), or -1.
+  virtual int resolve_device(int logical) const = 0;
+
   // Addressing (for cluster links).
   /// Number of devices in the world.
   virtual int device_count() const = 0;
-  /// The device's IPv4 address as the preset assigns it ("10.0.0.3").
+  /// The device's NIC IPv4 address ("10.0.0.3").
   virtual std::string device_ip(int device) const = 0;
   /// The device with that address, or -1.
   virtual int device_by_ip(const std::string& ip) const = 0;
+  /// The node (server) a device belongs to.
+  virtual int node_of(int device) const = 0;
+  /// The node's host IPv4 address: where its processes listen (spec §5 llm.listenIpInfo).
+  virtual std::string host_ip(int node) const = 0;
+  /// The node whose host has that address, or -1.
+  virtual int node_by_host_ip(const std::string& ip) const = 0;
   /// Time of one small message there and back between two devices (link handshakes).
   virtual Time round_trip(int device_a, int device_b) const = 0;
 };

@@ -67,8 +67,12 @@ std::shared_ptr<Link> linked(DataDistCore& core, std::uint64_t cluster, const ch
   return link;
 }
 
+// v1 forbids pulls and transfer_cache_async on one link at once, whichever end calls them (the
+// prompt transfers, the decoder pulls: §3.5).
 void check_overlap(DataDistCore& core, const Link& link, const char* api) {
-  if (core.version() == ApiVersion::kV1 && link.active_v1_transfers > 0) {
+  if (core.version() != ApiVersion::kV1) return;
+  const std::shared_ptr<Link> other = peer_end(core, link);
+  if (link.active_v1_transfers > 0 || (other && other->active_v1_transfers > 0)) {
     core.flag(DiagnosticKind::kLinkCallOverlap,
               std::string(api) + " on the link to cluster " + str(link.peer_cluster_id()) +
                   " while transfer_cache_async is in flight on it (v1 forbids it)",
@@ -364,16 +368,32 @@ void push_layers(DataDistCore& core, const PushPlan& plan, const CacheView& src,
   }
 }
 
+// hixl v2/cache_manager.py push_*: the default range is range(0, num_tensors //
+// tensor_num_per_layer), one C++ call per layer; an empty one makes no call at all.
+bool sends_nothing(DataDistCore& core, const PushPlan& plan, const CacheView& src,
+                   const char* api) {
+  if (!plan.layers.empty()) return false;
+  core.flag(DiagnosticKind::kPushSendsNothing,
+            std::string(api) + " of cache " + std::to_string(src.cache_id) + " sends nothing: " +
+                "num_tensors " + std::to_string(src.desc.num_tensors()) +
+                " < tensor_num_per_layer " + std::to_string(plan.tensor_num_per_layer) +
+                " leaves the default layer range empty, and the library reports success",
+            "tensor_num_per_layer");
+  return true;
+}
+
 }  // namespace
 
 void push_cache(DataDistCore& core, const PushCacheArgs& args) {
   const PushPlan plan = validate_push_cache(args, core.options().enable_remote_cache_accessible);
+  if (sends_nothing(core, plan, *args.src_cache, "push_cache")) return;
   check_push_source(core, *args.src_cache);
   push_layers(core, plan, *args.src_cache, *args.dst_cache_key, "push_cache");
 }
 
 void push_blocks(DataDistCore& core, const PushBlocksArgs& args) {
   const PushPlan plan = validate_push_blocks(args, core.options().enable_remote_cache_accessible);
+  if (sends_nothing(core, plan, *args.src_cache, "push_blocks")) return;
   check_push_source(core, *args.src_cache);
   push_layers(core, plan, *args.src_cache, *args.dst_cache_key, "push_blocks");
 }

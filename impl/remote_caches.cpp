@@ -17,6 +17,11 @@ std::shared_ptr<DataDistCore> peer_of(const DataDistCore& core, const Link& link
   return core.directory().find_cluster(link.peer_cluster_id());
 }
 
+std::shared_ptr<Link> peer_end(const DataDistCore& core, const Link& link) {
+  const std::shared_ptr<DataDistCore> peer = peer_of(core, link);
+  return peer ? peer->find_link(core.cluster_id()) : nullptr;
+}
+
 const RemoteCacheTable& remote_cache_table(const DataDistCore& core, Link& link) {
   if (!link.remote_table()) {
     RemoteCacheTable table;

@@ -18,6 +18,9 @@ RemoteCacheInfo remote_info(const CacheEntry& entry);
 /// The peer of a link, or nullptr if it has finalized.
 std::shared_ptr<DataDistCore> peer_of(const DataDistCore& core, const Link& link);
 
+/// The peer's end of the same link (its Link to `core`), or nullptr.
+std::shared_ptr<Link> peer_end(const DataDistCore& core, const Link& link);
+
 /// The link's cached remote table, read from the peer's live caches at the first call (§5:
 /// "caches remote metadata at the first pull; later remote changes are not seen").
 const RemoteCacheTable& remote_cache_table(const DataDistCore& core, Link& link);

@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "impl/remote_caches.h"
 #include "impl/transfer_job.h"
 
 namespace kvsim::impl {
@@ -95,7 +96,8 @@ CacheTask start_transfer_cache(const std::shared_ptr<DataDistCore>& core,
     for (const std::uint64_t cluster : seen) {
       const std::shared_ptr<Link> link = c.find_link(cluster);
       if (!link) continue;
-      if (link->active_pulls > 0) {
+      const std::shared_ptr<Link> other = peer_end(c, *link);
+      if (link->active_pulls > 0 || (other && other->active_pulls > 0)) {
         found.push_back(c.flag(DiagnosticKind::kLinkCallOverlap,
                                "transfer_cache_async to cluster " + std::to_string(cluster) +
                                    " while a pull is in progress on that link (v1 forbids it)",

@@ -569,6 +569,45 @@ MemPoolConfig parse_mem_pool_config(const std::string& option_key, const std::st
   return config;
 }
 
+namespace {
+
+// The rules of hixl src/python/llm_datadist/llm_datadist/v2/llm_datadist.py,
+// LLMDataDist._setup_engine_option, and of TransferEngineFactory::Create
+// (src/llm_datadist/transfer_engine/transfer_engine.cc).
+void check_generation_options(const std::map<std::string, std::string>& options,
+                              EngineOptions& out) {
+  if (out.local_comm_res && !out.enable_cache_manager) {
+    throw_param_invalid(kOptionLocalCommRes,
+                        "llm.LocalCommRes is not supported when llm.EnableCacheManager is not "
+                        "configured.");
+  }
+  if (find_option(options, kOptionTransferBackend) == nullptr) return;
+  if (!out.enable_cache_manager) {
+    throw_param_invalid(kOptionTransferBackend,
+                        "llm.TransferBackend is not supported when llm.EnableCacheManager is not "
+                        "configured.");
+  }
+  if (find_option(options, kOptionEnableRemoteCacheAccessible) == nullptr) {
+    out.enable_remote_cache_accessible = true;
+  }
+  if (!out.enable_remote_cache_accessible) {
+    throw_param_invalid(kOptionTransferBackend,
+                        "llm.TransferBackend is not supported when llm.EnableRemoteCacheAccessible "
+                        "is not enable.");
+  }
+  if (!out.listen_ip_info) {
+    throw_param_invalid(kOptionTransferBackend,
+                        "llm.TransferBackend is not supported when llm.listenIpInfo is not "
+                        "configured.");
+  }
+  if (out.transfer_backend != kTransferBackendHixl) {
+    throw LLMException(LLMStatusCode::LLM_FAILED, kOptionTransferBackend,
+                       "Transfer backend:" + out.transfer_backend + " is not supported.");
+  }
+}
+
+}  // namespace
+
 EngineOptions parse_engine_options(const std::map<std::string, std::string>& options) {
   EngineOptions out;
   const std::string* device = find_option(options, kOptionDeviceId);
@@ -577,11 +616,11 @@ EngineOptions parse_engine_options(const std::map<std::string, std::string>& opt
     device = find_option(options, kOptionCppDeviceId);
     device_key = kOptionCppDeviceId;
   }
-  if (device == nullptr) {
-    throw_param_invalid(kOptionDeviceId, "required (LLMConfig.device_id), one device only");
+  // LLMUtils::ParseDeviceId: device 0 when the option is absent (v1 requires it: init checks).
+  if (device != nullptr) {
+    out.device_id = static_cast<std::int32_t>(
+        int_option(device_key, *device, 0, std::numeric_limits<std::int32_t>::max()));
   }
-  out.device_id = static_cast<std::int32_t>(
-      int_option(device_key, *device, 0, std::numeric_limits<std::int32_t>::max()));
 
   if (const std::string* text = find_option(options, kOptionSyncKvCacheWaitTime)) {
     if (!all_digits(*text)) {
@@ -653,6 +692,7 @@ EngineOptions parse_engine_options(const std::map<std::string, std::string>& opt
   if (const std::string* text = find_option(options, kOptionTransferBackend)) {
     out.transfer_backend = *text;
   }
+  check_generation_options(options, out);
   if (const std::string* text = find_option(options, kOptionGlobalResourceConfig)) {
     out.global_resource_config = *text;
   }

@@ -309,6 +309,8 @@ inline constexpr const char* kOptionRdmaTrafficClass = "llm.RdmaTrafficClass";
 inline constexpr const char* kOptionRdmaServiceLevel = "llm.RdmaServiceLevel";
 inline constexpr const char* kOptionLocalCommRes = "llm.LocalCommRes";
 inline constexpr const char* kOptionTransferBackend = "llm.TransferBackend";
+/// The one llm.TransferBackend value the library accepts.
+inline constexpr const char* kTransferBackendHixl = "hixl";
 inline constexpr const char* kOptionGlobalResourceConfig = "llm.GlobalResourceConfig";
 inline constexpr const char* kOptionMemoryUtilization = "llm.MemoryUtilization";
 inline constexpr const char* kOptionOutputMaxSize = "llm.OutputMaxSize";
@@ -440,7 +442,10 @@ struct EngineOptions {
 
 /// Parses and range-checks an option map as LLMDataDist.init would (§5); throws
 /// LLMException naming the option key. Flags must be "0"/"1" (LLM_FAILED, as LLMUtils::ParseFlag);
-/// every other rule is LLM_PARAM_INVALID.
+/// an llm.TransferBackend other than "hixl" is LLM_FAILED; every other rule is LLM_PARAM_INVALID.
+/// llm.LocalCommRes (even "") turns llm.EnableCacheManager and llm.EnableRemoteCacheAccessible on
+/// unless given; llm.TransferBackend needs the cache manager, remote-accessible caches (on unless
+/// given) and llm.listenIpInfo (§1, hixl v2/llm_datadist.py _setup_engine_option).
 EngineOptions parse_engine_options(const std::map<std::string, std::string>& options);
 
 /// Parses a memory pool JSON object (§5): memory_size > 0 required, page_shift in [10, 31)

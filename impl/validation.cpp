@@ -72,6 +72,14 @@ void check_tpl_divides(std::uint32_t tpl, std::uint32_t num_tensors) {
   }
 }
 
+// Pulls use tensor_num_per_layer only with a layer range: without one every tensor is copied
+// to its counterpart (hixl data_cache_engine.cc, DataCacheEngine::CheckTensorIndices checks the
+// local cache's divisibility only for non-empty indices).
+void check_tpl_divides_if_ranged(const TensorIndices& indices, std::uint32_t tpl,
+                                 std::uint32_t num_tensors) {
+  if (!indices.src.empty() || !indices.dst.empty()) check_tpl_divides(tpl, num_tensors);
+}
+
 void check_range_within(const std::string& argument, const LayerRange& range,
                         std::int64_t num_layers) {
   if (range.start < 0) {
@@ -306,7 +314,7 @@ PullCachePlan validate_pull_cache(const PullCacheArgs& args, bool remote_cache_a
   PullCachePlan plan;
   plan.tensor_indices =
       layer_range_to_tensor_indices(args.layers.src_layer_range, args.layers.dst_layer_range, tpl);
-  check_tpl_divides(tpl, num_tensors);
+  check_tpl_divides_if_ranged(plan.tensor_indices, tpl, num_tensors);
   plan.batch_index = static_cast<std::uint32_t>(args.batch_index);
   plan.size = args.size;
   plan.tensor_num_per_layer = tpl;
@@ -348,7 +356,7 @@ PullBlocksPlan validate_pull_blocks(const PullBlocksArgs& args) {
                                           str(static_cast<std::int64_t>(plan.dst_blocks.size())) +
                                           ")");
   }
-  check_tpl_divides(tpl, num_tensors);
+  check_tpl_divides_if_ranged(plan.tensor_indices, tpl, num_tensors);
   plan.tensor_num_per_layer = tpl;
   return plan;
 }
@@ -401,6 +409,7 @@ void plan_push_layers(const PushCommon& args, PushPlan& plan) {
 
 void check_push_up_front(const PushPlan& plan, const CacheView& src_cache,
                          const std::optional<LayerRange>& src_layer_range) {
+  if (plan.layers.empty()) return;  // no C++ call is made (push_cache / push_blocks: a no-op)
   const std::uint32_t num_tensors = src_cache.desc.num_tensors();
   check_tpl_divides(plan.tensor_num_per_layer, num_tensors);
   if (src_layer_range) {

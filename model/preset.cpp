@@ -96,6 +96,7 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   s.scale_up_over_scale_out = top.boolean("scale_up_over_scale_out");
   s.fault_detection_time = top.time("fault_detection_time");
   s.ip_base = top.text("ip_base");
+  s.host_ip_base = top.text("host_ip_base");
   try {
     s.validate();
   } catch (const ModelError& e) {

@@ -1,6 +1,8 @@
 #include "model/topology.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "model/errors.h"
@@ -12,15 +14,30 @@ namespace {
 constexpr std::uint64_t kMemoryStride = std::uint64_t{1} << 40;
 constexpr std::uint64_t kHostBase = std::uint64_t{1} << 55;  // above any device range
 
-std::uint32_t parse_ipv4(const std::string& text) {
+std::uint32_t parse_ipv4(const std::string& text, const std::string& what) {
   unsigned a = 0, b = 0, c = 0, d = 0;
   char tail = 0;
   if (std::sscanf(text.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4 || a > 255 ||
       b > 255 || c > 255 || d > 255) {
     throw ModelError(ErrorKind::kInvalidArgument,
-                     "ip_base '" + text + "' is not a dotted IPv4 address");
+                     what + " '" + text + "' is not a dotted IPv4 address");
   }
   return (a << 24) | (b << 16) | (c << 8) | d;
+}
+
+std::string format_ipv4(std::uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
+         std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
+}
+
+// The addresses of `count` endpoints: the plan's if given, else base + i + 1.
+std::vector<std::string> addresses(const std::vector<std::string>& plan, const std::string& base,
+                                   int count) {
+  if (!plan.empty()) return plan;
+  std::vector<std::string> out;
+  const std::uint32_t first = parse_ipv4(base, "base");
+  for (int i = 0; i < count; ++i) out.push_back(format_ipv4(first + static_cast<std::uint32_t>(i) + 1));
+  return out;
 }
 
 void check_link(const LinkSpec& l, const char* what) {
@@ -87,12 +104,31 @@ void TopologySpec::validate() const {
           "scale_up.shape mesh joins the devices of one node only: scale_up_nodes must be 1");
   require(static_cast<std::uint64_t>(nodes) * devices_per_node < (kHostBase / kMemoryStride) - 1,
           "nodes x devices_per_node must be < 32767 (address map)");
-  parse_ipv4(ip_base);
+  parse_ipv4(ip_base, "ip_base");
+  parse_ipv4(host_ip_base, "host_ip_base");
+  const int devices = nodes * devices_per_node;
+  require(device_ips.empty() || static_cast<int>(device_ips.size()) == devices,
+          "device_ips lists " + std::to_string(device_ips.size()) + " addresses for " +
+              std::to_string(devices) + " devices");
+  require(host_ips.empty() || static_cast<int>(host_ips.size()) == nodes,
+          "host_ips lists " + std::to_string(host_ips.size()) + " addresses for " +
+              std::to_string(nodes) + " nodes");
+  std::set<std::uint32_t> seen;
+  for (const auto& [list, what] : {std::pair{addresses(device_ips, ip_base, devices), "device"},
+                                   std::pair{addresses(host_ips, host_ip_base, nodes), "host"}}) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::uint32_t ip = parse_ipv4(list[i], std::string(what) + " address");
+      require(seen.insert(ip).second, std::string(what) + " address " + list[i] + " (" + what +
+                                          " " + std::to_string(i) + ") is used twice");
+    }
+  }
 }
 
 Topology::Topology(const TopologySpec& spec, FluidNetwork& net) : spec_(spec), net_(net) {
   spec_.validate();
   const int devices = device_count();
+  device_ips_ = addresses(spec_.device_ips, spec_.ip_base, devices);
+  host_ips_ = addresses(spec_.host_ips, spec_.host_ip_base, spec_.nodes);
   for (int d = 0; d < devices; ++d) {
     const std::string name = device_name(d) + ".hbm";
     memories_.push_back(std::make_unique<Hbm>(name,
@@ -153,16 +189,21 @@ std::string Topology::device_name(int device) const {
 }
 
 std::string Topology::device_ip(int device) const {
-  const std::uint32_t ip = parse_ipv4(spec_.ip_base) + static_cast<std::uint32_t>(device) + 1;
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
-         std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
+  return device_ips_.at(static_cast<std::size_t>(device));
 }
 
 int Topology::device_by_ip(const std::string& ip) const {
-  for (int d = 0; d < device_count(); ++d) {
-    if (device_ip(d) == ip) return d;
-  }
-  return -1;
+  const auto it = std::find(device_ips_.begin(), device_ips_.end(), ip);
+  return it == device_ips_.end() ? -1 : static_cast<int>(it - device_ips_.begin());
+}
+
+std::string Topology::host_ip(int node) const {
+  return host_ips_.at(static_cast<std::size_t>(node));
+}
+
+int Topology::node_by_host_ip(const std::string& ip) const {
+  const auto it = std::find(host_ips_.begin(), host_ips_.end(), ip);
+  return it == host_ips_.end() ? -1 : static_cast<int>(it - host_ips_.begin());
 }
 
 MemoryId Topology::device_memory(int device) const {

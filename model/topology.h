@@ -66,6 +66,11 @@ struct TopologySpec {
       false;  ///< route intra-domain traffic over NICs (HCCL_INTRA_ROCE_ENABLE)
   SimTime fault_detection_time = kMs;  ///< a batch on a downed link fails this long after the fault
   std::string ip_base = "10.0.0.0";    ///< device d gets ip_base + d + 1
+  std::string host_ip_base = "172.16.0.0";  ///< node n's host gets host_ip_base + n + 1
+  /// An address plan, when given: each device's address (world order) and each node's host
+  /// address, replacing the bases (a launch taking its users' addresses).
+  std::vector<std::string> device_ips{};
+  std::vector<std::string> host_ips{};
 
   /// Throws ModelError(kInvalidArgument) naming the first bad field.
   void validate() const;
@@ -106,10 +111,14 @@ class Topology {
   int node_of(int device) const { return device / spec_.devices_per_node; }
   /// "n1d3": node 1, local device 3.
   std::string device_name(int device) const;
-  /// Dotted IPv4 address of a device ("10.0.0.4").
+  /// Dotted IPv4 address of a device's NIC ("10.0.0.4").
   std::string device_ip(int device) const;
   /// Device with that IP, or -1.
   int device_by_ip(const std::string& ip) const;
+  /// Dotted IPv4 address of a node's host (its control-plane address).
+  std::string host_ip(int node) const;
+  /// Node whose host has that IP, or -1.
+  int node_by_host_ip(const std::string& ip) const;
 
   MemoryId device_memory(int device) const;
   MemoryId host_memory(int node) const;
@@ -147,6 +156,8 @@ class Topology {
   std::vector<std::uint32_t> scale_up_ports_;  ///< per device (switch shape)
   std::vector<std::uint32_t> nics_;            ///< per device
   std::vector<std::uint32_t> pcie_;            ///< per device
+  std::vector<std::string> device_ips_;        ///< per device
+  std::vector<std::string> host_ips_;          ///< per node
 };
 
 }  // namespace kvsim::model

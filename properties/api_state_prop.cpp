@@ -1331,7 +1331,7 @@ RC_GTEST_PROP(ApiState, EveryStatusAndEveryByteAgreesWithTheModel, ()) {
     }
     if (initial.remote) options[impl::kOptionEnableRemoteCacheAccessible] = "1";
     if (initial.strict) options[impl::kOptionKvsimStrict] = "1";
-    if (initial.v1) options[impl::kOptionKvsimApiVersion] = "1";
+    if (initial.v1) options[impl::kOptionEnableCacheManager] = "0";
     sut.dists.push_back(sut.h.make_dist(p == 0 ? LLMRole::PROMPT : LLMRole::DECODER, cluster_of(p),
                                         device_of(p), p != 0, options));
   }

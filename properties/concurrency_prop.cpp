@@ -266,7 +266,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   const bool remote = prog.remote && !prog.v1;
   if (remote) mode[impl::kOptionEnableRemoteCacheAccessible] = "1";
   if (prog.v1) {
-    mode[impl::kOptionKvsimApiVersion] = "1";
+    mode[impl::kOptionEnableCacheManager] = "0";
     mode[impl::kOptionMemPoolConfig] = "{\"memory_size\": 8388608}";
   }
   auto make_dist = [&](LLMRole role, int cluster, int device, bool listen) {

@@ -139,13 +139,18 @@ std::unique_ptr<impl::LLMDataDist> Harness::make_dist(impl::LLMRole role, std::u
   auto dist = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(), role, cluster);
   std::map<std::string, std::string> options = sim::engine_options(platform(), device, listen);
   options[impl::kOptionSyncKvCacheWaitTime] = std::to_string(kSyncTimeoutMs);
+  options[impl::kOptionDeviceId] = "0";
   for (auto& [k, v] : extra) options[k] = v;
-  dist->init(options);
+  // One host process per engine, seeing its device as device 0, as on hardware.
+  const int process = world_.platform().add_process(
+      {"c" + std::to_string(cluster), recorder_.node_of(device), {device}});
+  world_.platform().run_as(process, [&] { dist->init(options); });
   return dist;
 }
 
-impl::LLMClusterInfo Harness::cluster_info(std::uint64_t cluster, int device) const {
-  return sim::server_info(recorder_, cluster, device);
+impl::LLMClusterInfo Harness::cluster_info(std::uint64_t cluster, int device,
+                                           int client_device) const {
+  return sim::server_info(recorder_, cluster, device, client_device);
 }
 
 LLMStatusCode Harness::link(impl::LLMDataDist& client, std::uint64_t cluster, int device) {

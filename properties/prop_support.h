@@ -106,7 +106,7 @@ class Harness {
                                                int device, bool listen,
                                                std::map<std::string, std::string> extra = {});
   /// LLMClusterInfo naming the server `cluster` on `device`.
-  impl::LLMClusterInfo cluster_info(std::uint64_t cluster, int device) const;
+  impl::LLMClusterInfo cluster_info(std::uint64_t cluster, int device, int client_device = 0) const;
   /// link_clusters to one server; its overall code.
   LLMStatusCode link(impl::LLMDataDist& client, std::uint64_t cluster, int device);
   /// `size` bytes of DEVICE memory on `device`, 2 MiB aligned (so the bytes after it are not

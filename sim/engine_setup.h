@@ -12,14 +12,22 @@
 
 namespace kvsim::sim {
 
-/// The port every simulated server listens on (each device has its own IP, spec 8 samples).
+/// The first port simulated servers listen on: a process on world device d listens on its node's
+/// host address at kListenPort + d (spec §8 samples: host_ip:26000).
 inline constexpr int kListenPort = 26000;
 
-/// init() options binding `device`; with `listen`, the engine listens on the device's IP.
+/// The port the engine of world device `device` listens on.
+inline int listen_port(int device) {
+  return kListenPort + device;
+}
+
+/// init() options binding `device` with the v2 CacheManager (llm.EnableCacheManager=1, §1);
+/// with `listen`, the engine listens on its node's host address at listen_port(device).
 std::map<std::string, std::string> engine_options(const impl::Platform& platform, int device,
                                                   bool listen);
-/// LLMClusterInfo to link to the server `cluster_id` listening on `device`.
+/// LLMClusterInfo to link from an engine on `client_device` to the server `cluster_id`
+/// listening for `device` (local_ip_info: the client's host, as v2 requires).
 impl::LLMClusterInfo server_info(const impl::Platform& platform, std::uint64_t cluster_id,
-                                 int device);
+                                 int device, int client_device);
 
 }  // namespace kvsim::sim

@@ -73,14 +73,23 @@ class Run {
  private:
   impl::Platform& platform() { return world_.platform(); }
 
+  // Each engine is a host process of its own that sees its one device as device 0.
   std::map<std::string, std::string> options(int device, bool listen) {
     std::map<std::string, std::string> o = engine_options(platform(), device, listen);
-    o[impl::kOptionKvsimApiVersion] = std::to_string(s_.api_version);
+    o[impl::kOptionDeviceId] = "0";
     if (s_.api_version == 1) {
+      o.erase(impl::kOptionEnableCacheManager);
       o[impl::kOptionMemPoolConfig] =
           "{\"memory_size\": " + std::to_string(pool_bytes_) + ", \"page_shift\": 21}";
     }
     return o;
+  }
+
+  void init_as_process(impl::LLMDataDist& dist, const std::string& name, int device,
+                       const std::map<std::string, std::string>& options) {
+    const int process =
+        world_.platform().add_process({name, world_.fabric().topology().node_of(device), {device}});
+    world_.platform().run_as(process, [&] { dist.init(options); });
   }
 
   impl::CacheView make_cache(impl::LLMDataDist& dist, int device, std::uint64_t cluster, bool key) {
@@ -134,14 +143,19 @@ class Run {
                                                      impl::LLMRole::PROMPT, pc);
       k.decode = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(),
                                                      impl::LLMRole::DECODER, dc);
-      // Layer-wise: the prompt side pushes, so decode listens. pull_blocks: decode pulls (spec 8).
-      k.prompt->init(options(k.prompt_device, !layerwise));
-      k.decode->init(options(k.decode_device, layerwise));
+      // Layer-wise: the prompt side pushes, so decode listens; v1 links from the decoder only,
+      // so there the prompt listens. pull_blocks: decode pulls (spec 8).
+      const bool decode_listens = layerwise && s_.api_version != 1;
+      init_as_process(*k.prompt, "prompt" + std::to_string(r), k.prompt_device,
+                      options(k.prompt_device, !decode_listens));
+      init_as_process(*k.decode, "decode" + std::to_string(r), k.decode_device,
+                      options(k.decode_device, decode_listens));
       k.prompt_cache = make_cache(*k.prompt, k.prompt_device, pc, !layerwise);
       k.decode_cache = make_cache(*k.decode, k.decode_device, dc, false);
-      const impl::LLMClusterInfo info = server_info(platform(), layerwise ? dc : pc,
-                                                    layerwise ? k.decode_device : k.prompt_device);
-      impl::LLMDataDist& client = layerwise ? *k.prompt : *k.decode;
+      const impl::LLMClusterInfo info =
+          decode_listens ? server_info(platform(), dc, k.decode_device, k.prompt_device)
+                         : server_info(platform(), pc, k.prompt_device, k.decode_device);
+      impl::LLMDataDist& client = decode_listens ? *k.prompt : *k.decode;
       const auto [code, codes] = client.link_clusters({info});
       if (code != LLMStatusCode::LLM_SUCCESS) {
         throw std::runtime_error("rank " + std::to_string(r) + ": link_clusters failed with " +

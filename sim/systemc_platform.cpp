@@ -239,11 +239,21 @@ std::unique_ptr<impl::Mutex> SystemcPlatform::make_mutex(const std::string& name
 }
 
 void SystemcPlatform::spawn(const std::string& name, std::function<void()> job) {
+  spawn_job(current_process_, name, std::move(job));
+}
+
+void SystemcPlatform::spawn_as(int process, const std::string& name, std::function<void()> job) {
+  (void)this->process(process);
+  spawn_job(process, name, std::move(job));
+}
+
+void SystemcPlatform::spawn_job(int process, const std::string& name, std::function<void()> job) {
   sc_core::sc_spawn_options opts;
   opts.set_stack_size(1 << 20);  // user synchronizers (and Python) may need a deep stack
   const std::string unique = name + "_" + std::to_string(++spawned_);
   sc_core::sc_spawn(
-      [this, unique, job = std::move(job)] {
+      [this, process, unique, job = std::move(job)] {
+        current_process_ = process;
         try {
           job();
         } catch (const std::exception& e) {
@@ -262,9 +272,73 @@ bool SystemcPlatform::on_job() const {
 }
 
 void SystemcPlatform::job_wait(const std::function<void()>& wait) {
+  const int process = current_process_;
   void* token = hooks_.leave ? hooks_.leave() : nullptr;
   wait();
+  current_process_ = process;
   if (hooks_.enter) hooks_.enter(token);
+}
+
+void SystemcPlatform::back_on_driver() {
+  current_process_ = impl::kScriptProcess;
+  if (hooks_.driver) hooks_.driver();
+}
+
+int SystemcPlatform::add_process(HostProcess process) {
+  const model::Topology& t = fabric_.topology();
+  if (process.node < 0 || process.node >= t.spec().nodes) {
+    throw std::invalid_argument("process '" + process.name + "': node " +
+                                std::to_string(process.node) + " is not a node of this world (0.." +
+                                std::to_string(t.spec().nodes - 1) + ")");
+  }
+  for (int d : process.visible_devices) {
+    if (d < 0 || d >= t.device_count() || t.node_of(d) != process.node) {
+      throw std::invalid_argument("process '" + process.name + "': device " + std::to_string(d) +
+                                  " is not a device of node " + std::to_string(process.node));
+    }
+  }
+  processes_.push_back(std::move(process));
+  return static_cast<int>(processes_.size());
+}
+
+const HostProcess& SystemcPlatform::process(int id) const {
+  if (id < 1 || id > static_cast<int>(processes_.size())) {
+    throw std::out_of_range("no host process " + std::to_string(id));
+  }
+  return processes_[static_cast<std::size_t>(id - 1)];
+}
+
+void SystemcPlatform::run_as(int process, const std::function<void()>& fn) {
+  if (in_thread()) throw std::logic_error("run_as is for the driver, not a job");
+  (void)this->process(process);
+  struct Restore {
+    int& current;
+    ~Restore() { current = impl::kScriptProcess; }
+  } restore{current_process_};
+  current_process_ = process;
+  fn();
+}
+
+int SystemcPlatform::resolve_device(int logical) const {
+  if (current_process_ == impl::kScriptProcess) {
+    return logical >= 0 && logical < device_count() ? logical : -1;
+  }
+  const std::vector<int>& visible = process(current_process_).visible_devices;
+  return logical >= 0 && logical < static_cast<int>(visible.size())
+             ? visible[static_cast<std::size_t>(logical)]
+             : -1;
+}
+
+int SystemcPlatform::node_of(int device) const {
+  return fabric_.topology().node_of(device);
+}
+
+std::string SystemcPlatform::host_ip(int node) const {
+  return fabric_.topology().host_ip(node);
+}
+
+int SystemcPlatform::node_by_host_ip(const std::string& ip) const {
+  return fabric_.topology().node_by_host_ip(ip);
 }
 
 int SystemcPlatform::device_count() const {
@@ -304,6 +378,7 @@ bool SystemcPlatform::drive_until(const std::function<bool()>& done, Time timeou
     } else {
       sc_core::sc_start(span(deadline - now()), sc_core::SC_RUN_TO_TIME);
     }
+    back_on_driver();
   }
   return true;
 }
@@ -314,12 +389,18 @@ void SystemcPlatform::start_kernel() {
   sc_core::sc_report_handler::set_actions(sc_core::SC_ID_NO_SC_START_ACTIVITY_,
                                           sc_core::SC_DO_NOTHING);
   // Processes spawned during elaboration only count as pending once the kernel has initialised.
-  if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) {
+    sc_core::sc_start(sc_core::SC_ZERO_TIME);
+    back_on_driver();
+  }
 }
 
 void SystemcPlatform::run_until_idle() {
   start_kernel();
-  while (sc_core::sc_pending_activity()) sc_core::sc_start();
+  while (sc_core::sc_pending_activity()) {
+    sc_core::sc_start();
+    back_on_driver();
+  }
 }
 
 void SystemcPlatform::wake_driver() {

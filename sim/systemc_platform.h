@@ -12,6 +12,14 @@
 
 namespace kvsim::sim {
 
+/// A simulated host process (DESIGN.md "Simulated processes"): a launched program on one node,
+/// seeing some of that node's devices.
+struct HostProcess {
+  std::string name;
+  int node = 0;
+  std::vector<int> visible_devices;  ///< world device ids, by logical id
+};
+
 /// The SystemC platform. One per Fabric; all objects it makes live in that Fabric's kernel.
 class SystemcPlatform final : public impl::Platform {
  public:
@@ -35,11 +43,27 @@ class SystemcPlatform final : public impl::Platform {
   std::unique_ptr<impl::Mutex> make_mutex(const std::string& name) override;
   void spawn(const std::string& name, std::function<void()> job) override;
   bool on_job() const override;
+  int current_process() const override { return current_process_; }
+  int resolve_device(int logical) const override;
 
   int device_count() const override;
   std::string device_ip(int device) const override;
   int device_by_ip(const std::string& ip) const override;
+  int node_of(int device) const override;
+  std::string host_ip(int node) const override;
+  int node_by_host_ip(const std::string& ip) const override;
   impl::Time round_trip(int device_a, int device_b) const override;
+
+  /// Adds a host process; returns its id (1, 2, ...). std::invalid_argument for a node the world
+  /// lacks or a visible device that is not on that node.
+  int add_process(HostProcess process);
+  /// The process with that id (std::out_of_range otherwise).
+  const HostProcess& process(int id) const;
+  /// Runs `fn` on the driver as host process `process` (a runner initializing the engine of one
+  /// of its processes); std::logic_error on a job.
+  void run_as(int process, const std::function<void()>& fn);
+  /// Starts `job` as the first job of host process `process`.
+  void spawn_as(int process, const std::string& name, std::function<void()> job);
 
   /// Runs the simulation on the driver until `done()` holds or `timeout` passes; false on
   /// timeout or when nothing is left that could make it hold.
@@ -50,11 +74,14 @@ class SystemcPlatform final : public impl::Platform {
   /// change a driver may wait for).
   void wake_driver();
   /// Hooks run around every suspension of a job: `leave` just before the job yields to the
-  /// kernel (its result is handed back to `enter`), `enter` right after it resumes. An embedded
-  /// interpreter uses them to swap its per-job thread state (the Python module does).
+  /// kernel (its result is handed back to `enter`), `enter` right after it resumes (the job's
+  /// process is current again), `driver` when the kernel hands control back to the driver. An
+  /// embedded interpreter uses them to swap its per-job thread state and per-process context
+  /// (the Python module does).
   struct JobSwitchHooks {
     std::function<void*()> leave;
     std::function<void(void*)> enter;
+    std::function<void()> driver;
   };
   void set_job_switch_hooks(JobSwitchHooks hooks) { hooks_ = std::move(hooks); }
   /// Runs a SystemC wait of the current job between the switch hooks.
@@ -65,6 +92,8 @@ class SystemcPlatform final : public impl::Platform {
 
  private:
   void start_kernel();
+  void back_on_driver();
+  void spawn_job(int process, const std::string& name, std::function<void()> job);
 
   model::Fabric& fabric_;
   std::vector<int> next_engine_;
@@ -72,6 +101,8 @@ class SystemcPlatform final : public impl::Platform {
   std::uint64_t spawned_ = 0;
   std::vector<std::string> job_failures_;
   JobSwitchHooks hooks_;
+  std::vector<HostProcess> processes_;  ///< processes_[id - 1]
+  int current_process_ = impl::kScriptProcess;
 };
 
 }  // namespace kvsim::sim

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "impl/directory.h"
+#include "model/errors.h"
 #include "model/sim_kernel.h"
 
 namespace kvsim::sim {
@@ -10,13 +11,21 @@ namespace {
 int g_live_worlds = 0;
 }
 
-World::World(const std::string& preset, const std::vector<model::Override>& overrides) {
+World::World(const std::string& preset, const std::vector<model::Override>& overrides,
+             const AddressPlan& addresses) {
   if (g_live_worlds > 0) {
     throw std::logic_error(
         "World: another World is alive; SystemC allows one simulation at a time");
   }
-  const model::TopologySpec spec =
-      model::load_preset(preset, overrides);  // may throw: nothing built yet
+  model::TopologySpec spec = model::load_preset(preset, overrides);  // may throw: nothing built
+  spec.host_ips = addresses.host_ips;
+  spec.device_ips = addresses.device_ips;
+  try {
+    spec.validate();
+  } catch (const model::ModelError& e) {
+    throw model::ModelError(model::ErrorKind::kInvalidArgument,
+                            std::string("address plan: ") + e.what());
+  }
   model::fresh_kernel();
   fabric_ = std::make_unique<model::Fabric>("fabric", spec);
   platform_ = std::make_unique<SystemcPlatform>(*fabric_);

@@ -16,12 +16,20 @@ class Directory;
 
 namespace kvsim::sim {
 
+/// Addresses taken from a user's cluster (a launch): each node's host address and each device's
+/// NIC address in world order. Empty lists keep the preset's bases.
+struct AddressPlan {
+  std::vector<std::string> host_ips;
+  std::vector<std::string> device_ips;
+};
+
 /// Owns one simulation. SystemC has one kernel per process, so at most one World lives at a time
 /// (a second throws std::logic_error); destroying it frees its modules and detaches the kernel.
 class World {
  public:
   /// Builds the preset (name or YAML path) with overrides on a fresh kernel.
-  explicit World(const std::string& preset, const std::vector<model::Override>& overrides = {});
+  explicit World(const std::string& preset, const std::vector<model::Override>& overrides = {},
+                 const AddressPlan& addresses = {});
   World(const World&) = delete;
   World& operator=(const World&) = delete;
   ~World();

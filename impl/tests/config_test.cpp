@@ -166,8 +166,10 @@ TEST(EngineOptionsTest, RoundTripsGenerateOptions) {
   EXPECT_EQ(o.rdma_traffic_class, 104u);
 }
 
-TEST(EngineOptionsTest, DeviceIdIsRequired) {
-  EXPECT_TRUE(RaisesParamInvalid([] { parse_engine_options({}); }, "ge.exec.deviceId", "required"));
+// LLMUtils::ParseDeviceId (hixl llm_utils.cc): device 0 when absent; one device only.
+TEST(EngineOptionsTest, DeviceIdDefaultsToZeroAndIsOneDevice) {
+  EXPECT_EQ(parse_engine_options({}).device_id, 0);
+  EXPECT_EQ(parse_engine_options({{"ge.exec.deviceId", "5"}}).device_id, 5);
   EXPECT_TRUE(RaisesParamInvalid(
       [] {
         parse_engine_options({{"ge.exec.deviceId", "0;1"}});

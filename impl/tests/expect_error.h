@@ -7,6 +7,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "impl/diagnostics.h"
 #include "impl/errors.h"
 
 namespace kvsim::impl::testing {
@@ -64,6 +65,27 @@ template <class Fn>
              << " (" << e.what() << ")";
     }
     return detail::check_detail(e, argument, rule_part);
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw " << typeid(e).name() << ": " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+
+/// Success iff fn throws the DiagnosticError strict mode raises for a `kind` diagnostic, with
+/// that kind's status, for `argument`.
+template <class Fn>
+::testing::AssertionResult RaisesStrict(Fn&& fn, DiagnosticKind kind, const std::string& argument) {
+  try {
+    fn();
+  } catch (const DiagnosticError& e) {
+    if (e.diagnostic().kind != kind || e.status_code() != strict_status(kind)) {
+      return ::testing::AssertionFailure() << "wrong diagnostic or status: " << e.what();
+    }
+    if (e.argument() != argument || std::string(e.what()).find(argument) == std::string::npos) {
+      return ::testing::AssertionFailure() << "argument is '" << e.argument() << "', expected '"
+                                           << argument << "' (" << e.what() << ")";
+    }
+    return ::testing::AssertionSuccess();
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "threw " << typeid(e).name() << ": " << e.what();
   }

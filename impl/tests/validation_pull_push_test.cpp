@@ -118,6 +118,14 @@ TEST_F(PullPushValidation, PullCacheTensorNumPerLayerRules) {
   EXPECT_TRUE(Raises<ValueError>([&] { validate_pull_cache(a, false); }, "tensor_num_per_layer"));
   a.layers.tensor_num_per_layer = 0;
   EXPECT_TRUE(RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "tensor_num_per_layer"));
+  // Without a layer range every tensor goes to its counterpart: tensor_num_per_layer is unused
+  // (hixl DataCacheEngine::CheckTensorIndices checks divisibility for given ranges only).
+  for (std::int64_t unused : {3, 160, 1}) {
+    a.layers.tensor_num_per_layer = unused;
+    EXPECT_NO_THROW(validate_pull_cache(a, false)) << unused;
+  }
+  a.layers.src_layer_range = LayerRange{0, 1};
+  a.layers.dst_layer_range = LayerRange{0, 1};
   a.layers.tensor_num_per_layer = 3;  // does not divide 80
   EXPECT_TRUE(
       RaisesParamInvalid([&] { validate_pull_cache(a, false); }, "tensor_num_per_layer", "divide"));

@@ -283,7 +283,7 @@ TEST_F(CommDomains, ValidationRulesAndTheirStatus) {
       std::make_unique<impl::LLMDataDist>(platform_, world_.directory(), LLMRole::PROMPT, 5);
   EXPECT_TRUE(Raises<impl::RuntimeError>([&] { early->link("x", kPd, "{}"); }, "LLMDataDist.link"));
   EXPECT_TRUE(Raises<impl::RuntimeError>([&] { early->unlink(1); }, "LLMDataDist.unlink"));
-  auto v1 = make_dist(LLMRole::PROMPT, 7, 3, false, {{impl::kOptionKvsimApiVersion, "1"}});
+  auto v1 = make_dist(LLMRole::DECODER, 7, 3, false, {{impl::kOptionEnableCacheManager, "0"}});
   const std::string v1_rule = "is not supported when llm.EnableCacheManager is not configured.";
   EXPECT_TRUE(RaisesParamInvalid([&] { v1->link("x", kPd, "{}"); }, "link", v1_rule));
   EXPECT_TRUE(RaisesParamInvalid([&] { v1->unlink(1); }, "unlink", v1_rule));

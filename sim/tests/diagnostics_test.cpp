@@ -184,28 +184,29 @@ TEST_F(Diagnostics, KeyConfigIndexesDstLayersByAbsoluteLayer) {
 TEST_F(Diagnostics, V1PullDuringATransferOnTheLinkIsDiagnosedAndStrictlyLinkBusy) {
   for (const bool strict : {false, true}) {
     std::map<std::string, std::string> v1 = {
-        {impl::kOptionKvsimApiVersion, "1"},
+        {impl::kOptionEnableCacheManager, "0"},
         {impl::kOptionMemPoolConfig, "{\"memory_size\": 16777216}"}};
     if (strict) v1[impl::kOptionKvsimStrict] = "1";
     const std::uint64_t base = strict ? 10 : 20;
-    auto p = make_dist(LLMRole::PROMPT, base + 1, strict ? 2 : 4, false, v1);
-    auto d = make_dist(LLMRole::DECODER, base + 2, strict ? 10 : 12, true, v1);
-    link(*p, base + 2, strict ? 10 : 12);
+    // v1: the prompt listens, the decoder links, the prompt transfers and the decoder pulls.
+    auto p = make_dist(LLMRole::PROMPT, base + 1, strict ? 2 : 4, true, v1);
+    auto d = make_dist(LLMRole::DECODER, base + 2, strict ? 10 : 12, false, v1);
+    link(*d, base + 1, strict ? 2 : 4);
     const auto desc = int8_desc(2, 1, 4096);
-    const impl::KvCache src = p->kv_cache_manager().allocate_cache(desc);
-    const impl::CacheKey key{base + 2, 7};
-    const impl::KvCache remote = d->kv_cache_manager().allocate_cache(desc, {key});
+    const impl::CacheKey key{base + 1, 7};
+    const impl::KvCache src = p->kv_cache_manager().allocate_cache(desc, {key});
+    const impl::KvCache remote = d->kv_cache_manager().allocate_cache(desc);
     std::vector<AnyTransferConfig> configs = {
         TransferConfig(base + 2, remote.per_device_tensor_addrs()[0], LayerRange{0, 1})};
     auto s = sync();
     s->delay = impl::from_ms(1);
     auto task = p->kv_cache_manager().transfer_cache_async(src, s, configs);
-    const impl::KvCache local = p->kv_cache_manager().allocate_cache(desc);
+    const impl::KvCache local = d->kv_cache_manager().allocate_cache(desc);
     if (strict) {
-      expect_strict([&] { p->kv_cache_manager().pull_cache(key, local); },
+      expect_strict([&] { d->kv_cache_manager().pull_cache(key, local); },
                     DiagnosticKind::kLinkCallOverlap, LLMStatusCode::LLM_LINK_BUSY, "pull_cache");
     } else {
-      p->kv_cache_manager().pull_cache(key, local);
+      d->kv_cache_manager().pull_cache(key, local);
       EXPECT_EQ(world_count(DiagnosticKind::kLinkCallOverlap), 1u);
     }
     EXPECT_EQ(task.synchronize(), LLMStatusCode::LLM_SUCCESS);

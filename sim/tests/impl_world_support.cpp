@@ -22,13 +22,18 @@ std::unique_ptr<impl::LLMDataDist> ImplWorld::make_dist(impl::LLMRole role, std:
                                                         std::map<std::string, std::string> extra) {
   auto dist = std::make_unique<impl::LLMDataDist>(platform_, world_.directory(), role, cluster);
   std::map<std::string, std::string> options = engine_options(platform_, device, listen);
+  options[impl::kOptionDeviceId] = "0";
   for (auto& [k, v] : extra) options[k] = v;
-  dist->init(options);
+  // One host process per engine, seeing its device as device 0, as on hardware.
+  const int process = world_.platform().add_process(
+      {"c" + std::to_string(cluster), platform_.node_of(device), {device}});
+  world_.platform().run_as(process, [&] { dist->init(options); });
   return dist;
 }
 
-impl::LLMClusterInfo ImplWorld::cluster_info(std::uint64_t cluster, int device) const {
-  return server_info(platform_, cluster, device);
+impl::LLMClusterInfo ImplWorld::cluster_info(std::uint64_t cluster, int device,
+                                             int client_device) const {
+  return server_info(platform_, cluster, device, client_device);
 }
 
 void ImplWorld::link(impl::LLMDataDist& client, std::uint64_t cluster, int device) {

@@ -96,18 +96,19 @@ struct TestCache {
 };
 
 /// The fixture: a world, a recording platform, and helpers for a P (cluster 1) / D (cluster 2)
-/// pair. D listens on its device address, port sim::kListenPort; P links to it.
+/// pair. D listens on its node's host address; P links to it.
 class ImplWorld : public ::testing::Test {
  protected:
   ImplWorld() : world_("atlas-a2"), platform_(world_.platform()) {}
   void TearDown() override;
 
-  /// An initialized LLMDataDist on `device`; `listen` makes it a server on port sim::kListenPort.
+  /// An initialized LLMDataDist on `device`, in a host process of its own (v2 unless `extra`
+  /// says otherwise); `listen` makes it a server at sim::listen_port(device).
   std::unique_ptr<impl::LLMDataDist> make_dist(impl::LLMRole role, std::uint64_t cluster,
                                                int device, bool listen,
                                                std::map<std::string, std::string> extra = {});
-  /// LLMClusterInfo for the server `cluster` on `device`.
-  impl::LLMClusterInfo cluster_info(std::uint64_t cluster, int device) const;
+  /// LLMClusterInfo for the server `cluster` on `device`, linked from `client_device`.
+  impl::LLMClusterInfo cluster_info(std::uint64_t cluster, int device, int client_device = 0) const;
   /// Links `client` to the server (cluster, device) and asserts success.
   void link(impl::LLMDataDist& client, std::uint64_t cluster, int device);
   /// Allocates 2 MiB-aligned tensors for `desc` on `device`, fills them with `seed` bytes.

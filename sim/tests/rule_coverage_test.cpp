@@ -176,6 +176,7 @@ using impl::TransferConfig;
 using impl::testing::Raises;
 using impl::testing::RaisesLLM;
 using impl::testing::RaisesParamInvalid;
+using impl::testing::RaisesStrict;
 
 const std::map<std::string, std::string> kRemote = {
     {impl::kOptionEnableRemoteCacheAccessible, "1"}};
@@ -328,65 +329,59 @@ TEST_F(RuleCoverage, MoreThanSixteenClustersPerCallIsRejected) {
   EXPECT_EQ(state(*d_), d_before);
 }
 
-// §4-32/33: switch_role needs llm.EnableSwitchRole, and fails with LLM_EXIST_LINK while links
-// exist; the role, listener and links stay.
+// §4-32/33: switch_role fails with LLM_EXIST_LINK while links exist, on either side of them
+// (LLMLinkManager::SwitchRole counts every entity); the role, listener and links stay. v2 does
+// not need llm.EnableSwitchRole.
 TEST_F(RuleCoverage, SwitchRoleWithLinksChangesNothing) {
   pair();
-  EXPECT_TRUE(RaisesLLM([&] { d_->switch_role(LLMRole::PROMPT); },
-                        LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "switch_role"));
-  EXPECT_EQ(d_->role(), LLMRole::DECODER);
-  auto p3 = make_dist(LLMRole::PROMPT, 3, 1, false, {{impl::kOptionEnableSwitchRole, "1"}});
+  auto p3 = make_dist(LLMRole::PROMPT, 3, 1, false);
   link(*p3, 2, 8);
-  const std::string before = state(*p3);
-  EXPECT_TRUE(RaisesLLM([&] { p3->switch_role(LLMRole::DECODER); }, LLMStatusCode::LLM_EXIST_LINK,
-                        "switch_role"));
-  EXPECT_EQ(state(*p3), before);
-  EXPECT_EQ(p3->role(), LLMRole::PROMPT);
+  for (impl::LLMDataDist* side : {p3.get(), d_.get()}) {
+    const std::string before = state(*side);
+    const LLMRole role = side->role();
+    EXPECT_TRUE(RaisesLLM([&] { side->switch_role(LLMRole::MIX); }, LLMStatusCode::LLM_EXIST_LINK,
+                          "switch_role"));
+    EXPECT_EQ(state(*side), before);
+    EXPECT_EQ(side->role(), role);
+  }
   EXPECT_TRUE(d_->core()->find_link(3));
+  EXPECT_TRUE(d_->core()->options().listen_ip_info);
   // The link still works: a second link_clusters reports it as existing.
-  EXPECT_EQ(p3->link_clusters({cluster_info(2, 8)}).second,
+  EXPECT_EQ(p3->link_clusters({cluster_info(2, 8, 1)}).second,
             (std::vector<LLMStatusCode>{LLMStatusCode::LLM_ALREADY_LINK}));
+  // Without links the switch goes through, no llm.EnableSwitchRole needed.
+  p_->switch_role(LLMRole::MIX);
+  EXPECT_EQ(p_->role(), LLMRole::MIX);
 }
 
-// §4-2/4-6: remote_accessible=True after a link is LLMException(PARAM_INVALID) for both register
-// calls, and nothing is registered.
-TEST_F(RuleCoverage, RegisterRemoteAccessibleAfterLinkChangesNothing) {
+// §4-2/4-6: link_clusters leaves registrations remote accessible by default and accepts True
+// (only link(), the comm-domain API, makes later ones local: set_is_call_linked).
+TEST_F(RuleCoverage, RegisterAfterLinkClustersKeepsTheDefault) {
   pair();
   link(*p_, 2, 8);
   const auto desc = int8_desc(2, 4, 256);
-  const auto addrs = alloc_tensors(0, desc, 1);
-  const std::string before = state(*p_);
-  EXPECT_TRUE(
-      RaisesParamInvalid([&] { pm().register_cache(desc, addrs, {}, true); }, "remote_accessible"));
-  EXPECT_TRUE(RaisesParamInvalid(
-      [&] {
-        pm().register_blocks_cache(desc, addrs, BlocksCacheKey{1, 0}, true);
-      },
-      "remote_accessible"));
-  EXPECT_EQ(state(*p_), before);
-  EXPECT_FALSE(
-      pm().register_blocks_cache(desc, addrs, BlocksCacheKey{1, 0}, false).remote_accessible);
+  EXPECT_TRUE(pm().register_cache(desc, alloc_tensors(0, desc, 1), {}, true).remote_accessible);
+  EXPECT_TRUE(pm().register_blocks_cache(desc, alloc_tensors(0, desc, 2), BlocksCacheKey{1, 0})
+                  .remote_accessible);
+  EXPECT_FALSE(pm().register_cache(desc, alloc_tensors(0, desc, 3), {}, false).remote_accessible);
 }
 
-// §4-8 (as impl decided): unregistering a remote-accessible cache while links exist is
-// LLM_FAILED ("an HCCL error") and keeps the cache; a cache registered after the link is not
-// remote accessible and may go.
-TEST_F(RuleCoverage, UnregisterWhileLinkedKeepsTheCache) {
-  pair();
+// §4-8: unregistering a remote-accessible cache while links exist succeeds (nothing checks;
+// the docs require unlink first, HCCL fails on hardware): a kUnregisterWhileLinked diagnostic,
+// and in strict mode that error, the cache kept. A local cache may go at any time.
+TEST_F(RuleCoverage, UnregisterWhileLinkedIsDiagnosed) {
+  pair({{impl::kOptionKvsimStrict, "1"}});
   const auto desc = int8_desc(2, 1, 1024);
   const TestCache early = register_cache(*p_, 0, desc, 1);
+  const impl::CacheView local = pm().register_cache(desc, alloc_tensors(0, desc, 2), {}, false);
   link(*p_, 2, 8);
-  const TestCache late = register_cache(*p_, 0, desc, 2);
-  EXPECT_FALSE(late.view.remote_accessible);
   const std::string before = state(*p_);
-  EXPECT_TRUE(RaisesLLM([&] { pm().unregister_cache(early.view.cache_id); },
-                        LLMStatusCode::LLM_FAILED, "cache_id", "after unlink"));
+  EXPECT_TRUE(RaisesStrict([&] { pm().unregister_cache(early.view.cache_id); },
+                           impl::DiagnosticKind::kUnregisterWhileLinked, "cache_id"));
   EXPECT_EQ(state(*p_), before);
   EXPECT_NE(p_->core()->caches().find(early.view.cache_id), nullptr);
-  pm().unregister_cache(late.view.cache_id);
-  EXPECT_EQ(p_->core()->caches().find(late.view.cache_id), nullptr);
-  EXPECT_TRUE(RaisesLLM([&] { pm().unregister_cache(late.view.cache_id); },
-                        LLMStatusCode::LLM_KV_CACHE_NOT_EXIST, "cache_id"));
+  pm().unregister_cache(local.cache_id);
+  EXPECT_EQ(p_->core()->caches().find(local.cache_id), nullptr);
 }
 
 // §4-7 and §2.3-5: a key already in use is the C++ LLM_CACHE_KEY_ALREADY_EXIST, which is not in

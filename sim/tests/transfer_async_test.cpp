@@ -333,12 +333,13 @@ TEST_F(TransferAsync, TransfersOfOneProcessAreSerializedLayerByLayer) {
 
 TEST_F(TransferAsync, V1WaitsWithWaitProcessTimeoutAndNeedsRolePrompt) {
   const std::map<std::string, std::string> v1 = {
-      {impl::kOptionKvsimApiVersion, "1"},
+      {impl::kOptionEnableCacheManager, "0"},
       {impl::kOptionSyncKvCacheWaitTime, "1"},
       {impl::kOptionMemPoolConfig, "{\"memory_size\": 134217728}"}};
-  p_ = make_dist(LLMRole::PROMPT, 1, 0, false, v1);
-  d_ = make_dist(LLMRole::DECODER, 2, 8, true, v1);
-  link(*p_, 2, 8);
+  // v1: the prompt listens and the decoder links (llm.listenIpInfo, Impl::LinkClusters).
+  p_ = make_dist(LLMRole::PROMPT, 1, 0, true, v1);
+  d_ = make_dist(LLMRole::DECODER, 2, 8, false, v1);
+  link(*d_, 1, 0);
   const auto desc = int8_desc(2, 1, 32 * static_cast<std::int64_t>(kMiB));
   const impl::KvCache src = p_->kv_cache_manager().allocate_cache(desc);
   const impl::KvCache dst = d_->kv_cache_manager().allocate_cache(desc);
