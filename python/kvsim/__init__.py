@@ -37,7 +37,7 @@ from kvsim.results import (  # noqa: E402
 atexit.register(_core._shutdown)
 
 __all__ = ["Diagnostic", "Event", "Job", "Result", "Row", "Sweep", "SweepError", "World", "alloc",
-           "current_world", "device_ip", "diagnostics", "free", "library_dir", "now", "now_ps",
+           "current_world", "device_ip", "diagnostics", "free", "host_ip", "node_of", "library_dir", "now", "now_ps",
            "read", "read_array", "reports_dir", "run", "sleep", "spawn", "sweep", "write"]
 
 
@@ -47,8 +47,18 @@ def now():
 
 
 def device_ip(device):
-    """The IPv4 address the preset gives a device ("10.0.0.1" for device 0 on atlas-a2)."""
+    """The NIC address the preset gives a device ("10.0.0.1" for device 0 on atlas-a2)."""
     return current_world().device_ip(device)
+
+
+def host_ip(node):
+    """The host address of a node ("172.16.0.1" for node 0): where its processes listen."""
+    return current_world().host_ip(node)
+
+
+def node_of(device):
+    """The node (server) a device belongs to."""
+    return current_world().node_of(device)
 
 
 def diagnostics():

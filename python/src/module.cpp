@@ -1010,6 +1010,27 @@ void bind_world(py::module_& m) {
             return w.platform().device_ip(device);
           },
           "device"_a)
+      .def(
+          "host_ip",
+          [](std::shared_ptr<WorldBox> b, int node) {
+            sim::World& w = live(b);
+            if (node < 0 || node >= w.spec().nodes) {
+              throw impl::ValueError("node", "no node " + std::to_string(node));
+            }
+            return w.platform().host_ip(node);
+          },
+          "node"_a)
+      .def(
+          "node_of",
+          [](std::shared_ptr<WorldBox> b, int device) {
+            sim::World& w = live(b);
+            if (device < 0 || device >= w.platform().device_count()) {
+              throw impl::ValueError("device", "no device " + std::to_string(device));
+            }
+            return w.platform().node_of(device);
+          },
+          "device"_a)
+      .def_property_readonly("nodes", [](std::shared_ptr<WorldBox> b) { return live(b).spec().nodes; })
       .def_property_readonly("now_ps",
                              [](std::shared_ptr<WorldBox> b) { return live(b).platform().now(); })
       .def_property_readonly(

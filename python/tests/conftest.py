@@ -30,22 +30,32 @@ class Pair:
         self.d.finalize()
 
 
+def listen_address(device):
+    """(ip, port) a test engine on `device` listens at: its node's host, port 26000 + device."""
+    return kvsim.host_ip(kvsim.node_of(device)), 26000 + device
+
+
 def make_dist(role, cluster_id, device, listen, **config):
+    """An initialized LLMDataDist; v2 (enable_cache_manager=True) unless config says otherwise."""
     dist = LLMDataDist(role, cluster_id)
     cfg = LLMConfig()
     cfg.device_id = device
+    cfg.enable_cache_manager = True
     if listen:
-        cfg.listen_ip_info = f"{kvsim.device_ip(device)}:26000"
+        ip, port = listen_address(device)
+        cfg.listen_ip_info = f"{ip}:{port}"
     for k, v in config.items():
         setattr(cfg, k, v)
     dist.init(cfg.generate_options())
     return dist
 
 
-def cluster_info(cluster_id, device):
+def cluster_info(cluster_id, device, local_device=0):
+    """LLMClusterInfo to the engine listening for `device`, linked from `local_device`."""
     info = LLMClusterInfo()
     info.remote_cluster_id = cluster_id
-    info.append_remote_ip_info(kvsim.device_ip(device), 26000)
+    info.append_local_ip_info(kvsim.host_ip(kvsim.node_of(local_device)), 0)
+    info.append_remote_ip_info(*listen_address(device))
     return info
 
 

@@ -155,7 +155,7 @@ def test_before_init_and_under_v1(world):
                  lambda: early.query_register_mem_status(1)):
         with pytest.raises(RuntimeError):
             call()
-    v1 = make_dist(LLMRole.PROMPT, 1, 0, False, enable_cache_manager=False)
+    v1 = make_dist(LLMRole.DECODER, 1, 0, False, enable_cache_manager=False)
     for name, call in (("link", lambda: v1.link(1, 2, 3)), ("unlink", lambda: v1.unlink("x")),
                        ("query_register_mem_status", lambda: v1.query_register_mem_status("x"))):
         with pytest.raises(LLMException) as e:

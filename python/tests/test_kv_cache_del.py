@@ -11,7 +11,7 @@ import kvsim
 from llm_datadist import (BlocksCacheKey, CacheDesc, CacheKey, DataType, LayerSynchronizer,
                           LLMConfig, LLMException, LLMRole, LLMStatusCode, TransferConfig)
 
-from conftest import cluster_info, make_dist  # noqa: F401
+from conftest import cluster_info, listen_address, make_dist  # noqa: F401
 
 MIB = 1 << 20
 # Pool of 8 MiB; one cache of 2 tensors x 2 MiB takes half of it.
@@ -23,7 +23,10 @@ BLOCKS_DESC = CacheDesc(2, [4, MIB // 2], DataType.DT_INT8)
 _made = []
 
 
-def v1_dist(role=LLMRole.PROMPT, cluster_id=1, device=0, listen=False):
+def v1_dist(role=LLMRole.PROMPT, cluster_id=1, device=0, listen=None):
+    """A v1 engine; a v1 prompt listens (EngineConfig.gen_cluster_info_if_not_exist)."""
+    if listen is None:
+        listen = role == LLMRole.PROMPT
     dist = make_dist(role, cluster_id, device, listen, enable_cache_manager=False,
                      mem_pool_cfg=POOL)
     _made.append(dist)
@@ -135,13 +138,16 @@ def dist_options():
     cfg.device_id = 0
     cfg.enable_cache_manager = False
     cfg.mem_pool_cfg = POOL
+    ip, port = listen_address(0)
+    cfg.listen_ip_info = f"{ip}:{port}"
     return cfg.generate_options()
 
 
 def test_a_running_transfer_keeps_its_source_cache(world):
     p = v1_dist()
-    d = v1_dist(LLMRole.DECODER, 2, 8, listen=True)
-    assert p.link_clusters([cluster_info(2, 8)])[0] == LLMStatusCode.LLM_SUCCESS
+    d = v1_dist(LLMRole.DECODER, 2, 8)
+    # v1 links go from the decoder to the prompt (hicann/ge llm_datadist.cc LinkClusters).
+    assert d.link_clusters([cluster_info(1, 0, 8)])[0] == LLMStatusCode.LLM_SUCCESS
     src = p.kv_cache_manager.allocate_cache(DESC)
     dst = d.kv_cache_manager.allocate_cache(DESC)
     for a in src.per_device_tensor_addrs[0]:
@@ -177,8 +183,9 @@ def test_a_running_job_keeps_its_source_cache_without_the_task(world):
     """Task and cache both dropped mid-transfer: the job still holds the cache (as the library's
     worker thread holds its arguments), the bytes arrive, and the cache is released after."""
     p = v1_dist()
-    d = v1_dist(LLMRole.DECODER, 2, 8, listen=True)
-    assert p.link_clusters([cluster_info(2, 8)])[0] == LLMStatusCode.LLM_SUCCESS
+    d = v1_dist(LLMRole.DECODER, 2, 8)
+    # v1 links go from the decoder to the prompt (hicann/ge llm_datadist.cc LinkClusters).
+    assert d.link_clusters([cluster_info(1, 0, 8)])[0] == LLMStatusCode.LLM_SUCCESS
     src = p.kv_cache_manager.allocate_cache(DESC)
     dst = d.kv_cache_manager.allocate_cache(DESC)
     payload = [os.urandom(DESC.size) for _ in src.per_device_tensor_addrs[0]]
@@ -213,7 +220,7 @@ def test_a_cache_alive_at_interpreter_exit_is_quiet():
     script = (
         "import kvsim\n"
         "from llm_datadist import CacheDesc, DataType, LLMConfig, LLMDataDist, LLMRole\n"
-        "dist = LLMDataDist(LLMRole.PROMPT, 1)\n"
+        "dist = LLMDataDist(LLMRole.DECODER, 1)\n"
         "cfg = LLMConfig()\n"
         "cfg.device_id = 0\n"
         "cfg.enable_cache_manager = False\n"

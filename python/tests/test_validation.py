@@ -7,7 +7,7 @@ from llm_datadist import (BlocksCacheKey, Cache, CacheDesc, CacheKey, CacheKeyBy
                           LLMRole, LLMStatusCode, Placement, TransferConfig,
                           TransferWithCacheKeyConfig)
 
-from conftest import alloc_filled
+from conftest import alloc_filled, make_dist
 
 PARAM = LLMStatusCode.LLM_PARAM_INVALID
 
@@ -131,18 +131,35 @@ def test_value_class_validation(world, name, call, exc, code):
         assert info.value.status_code == code
 
 
-def test_calls_before_init_are_runtime_errors_and_init_twice_is_llm_failed(world):
+def test_calls_before_init_are_runtime_errors_and_init_twice_returns(world):
     dist = LLMDataDist(LLMRole.PROMPT, 7)
     with pytest.raises(RuntimeError) as info:
         dist.cache_manager
     assert not isinstance(info.value, LLMException)
     cfg = LLMConfig()
     cfg.device_id = 3
+    cfg.enable_cache_manager = True
     dist.init(cfg.generate_options())
-    with pytest.raises(LLMException) as info:
-        dist.init(cfg.generate_options())
-    assert info.value.status_code == LLMStatusCode.LLM_FAILED
+    cfg.device_id = 4
+    dist.init(cfg.generate_options())  # initialized already: llm_datadist.py init returns
     dist.finalize()
+
+
+def test_a_second_llmdatadist_of_the_script_is_a_diagnostic_or_strictly_llm_failed(world):
+    first = make_dist(LLMRole.PROMPT, 1, 0, False)
+    second = make_dist(LLMRole.DECODER, 2, 8, False)
+    assert [d.kind for d in kvsim.diagnostics()] == ["SeveralDataDistsInProcess"]
+    third = LLMDataDist(LLMRole.DECODER, 3)
+    cfg = LLMConfig()
+    cfg.device_id = 9
+    options = cfg.generate_options()
+    options["kvsim.Strict"] = "1"
+    with pytest.raises(LLMException) as info:
+        third.init(options)
+    assert info.value.status_code == LLMStatusCode.LLM_FAILED
+    assert "Cannot init multiple LLMDataDists" in str(info.value)
+    second.finalize()
+    first.finalize()
 
 
 def test_none_src_layer_range_is_set_in_the_callers_config(env):
