@@ -151,6 +151,9 @@ def _factory(torch, orig):
             return orig(*args, **kwargs)
         kwargs.pop("pin_memory", None)
         if name in _EMPTY or name in _FILLS or name in ("full", "full_like"):
+            if name == "full" and kwargs.get("dtype") is None:  # meta full() infers no dtype
+                value = kwargs["fill_value"] if "fill_value" in kwargs else args[1]
+                kwargs["dtype"] = orig((), value).dtype
             meta = orig(*args, **dict(kwargs, device="meta"))
             t = NpuTensor.empty(tuple(meta.shape), meta.dtype, index)
             if name in _EMPTY:

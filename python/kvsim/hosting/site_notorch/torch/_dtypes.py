@@ -116,14 +116,15 @@ def scalar_dtype(value):
 
 
 def bf16_bits(values):
-    """float32 values -> bfloat16 bits (uint16), rounding to nearest even; NaN stays NaN."""
+    """float32 values -> bfloat16 bits (uint16), rounding to nearest even; NaN becomes 0xFFFF
+    as in torch's CPU conversion."""
     f = np.ascontiguousarray(values, dtype=np.float32)
     bits = f.view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
     out = rounded.astype(np.uint16)
     nan = np.isnan(f)
     if nan.any():
-        out[nan] = ((bits[nan] >> 16) | 0x40).astype(np.uint16)  # keep sign, quiet NaN
+        out[nan] = 0xFFFF
     return out
 
 

@@ -54,7 +54,9 @@ class _Formatter:
                     self.fmt = "{:.%de}" % PRECISION
                 else:
                     self.fmt = "{:.%df}" % PRECISION
-        self.width = max((len(self._text(v)) for v in values), default=1)
+        # torch sizes columns by the nonzero finite values only (nan, inf, 0 may overhang)
+        shown = values if kind != 2 else [v for v in values if math.isfinite(v) and v != 0]
+        self.width = max([1] + [len(self._text(v)) for v in shown])
 
     def _text(self, v):
         if self.kind == 0:
