@@ -245,6 +245,22 @@ def test_memory_is_freed_when_tensors_are_collected(world):
     assert kvsim.alloc(6, 4096) == addr  # the same range is free again
 
 
+def test_tensors_of_a_replaced_world_refuse_use(world):
+    t = torch.arange(4, device="npu:1")
+    kvsim.World("atlas-a2")
+    same = kvsim.alloc(1, 64)
+    assert same == t.data_ptr()  # the new world reuses the address
+    with pytest.raises(RuntimeError, match="world that was replaced"):
+        t.cpu()
+    with pytest.raises(RuntimeError, match="world that was replaced"):
+        t.fill_(1)
+    assert t.shape == torch.Size([4])  # metadata stays readable
+    del t
+    gc.collect()  # collecting it must not free the new world's allocation
+    assert torch.npu.memory_allocated(1) == 0
+    assert kvsim.free(same)
+
+
 def test_mem_get_info_events_and_streams(world):
     free0, total = torch.npu.mem_get_info(7)
     assert total == 64 << 30 and free0 == total

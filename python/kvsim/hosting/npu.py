@@ -322,13 +322,20 @@ manual_seed_all = manual_seed
 class DeviceBuffer:
     """Simulated HBM owned by tensors: freed when the last reference goes."""
 
-    __slots__ = ("addr", "nbytes", "device", "world_device", "__weakref__")
+    __slots__ = ("addr", "nbytes", "device", "world_device", "world", "__weakref__")
 
-    def __init__(self, addr, nbytes, device, world_device):
+    def __init__(self, addr, nbytes, device, world_device, world):
         self.addr = addr
         self.nbytes = nbytes
         self.device = device
         self.world_device = world_device
+        self.world = world
+
+    def check_alive(self):
+        """RuntimeError if the world holding these bytes was replaced."""
+        if not self.world.alive:
+            raise RuntimeError("this NPU tensor's memory belonged to a kvsim world that was "
+                               "replaced")
 
     def __repr__(self):
         return (f"DeviceBuffer(addr=0x{self.addr:x}, nbytes={self.nbytes}, device=npu:{self.device},"
@@ -349,14 +356,14 @@ def alloc(nbytes, device=None):
     """A DeviceBuffer of `nbytes` in the HBM of a logical device (default: current)."""
     index = _check(_device_index(device))
     world_dev = context.visible_devices()[index]
+    world = kvsim.current_world()
     if nbytes == 0:
-        return DeviceBuffer(0, 0, index, world_dev)  # torch gives empty tensors no storage
+        return DeviceBuffer(0, 0, index, world_dev, world)  # torch gives empty tensors no storage
     addr = kvsim.alloc(world_dev, nbytes)
-    buf = DeviceBuffer(addr, nbytes, index, world_dev)
+    buf = DeviceBuffer(addr, nbytes, index, world_dev, world)
     allocated = _state().allocated
     allocated[world_dev] = allocated.get(world_dev, 0) + nbytes
-    fin = weakref.finalize(buf, _release, kvsim.current_world(), addr, allocated, world_dev,
-                           nbytes)
+    fin = weakref.finalize(buf, _release, world, addr, allocated, world_dev, nbytes)
     fin.atexit = False  # the world goes away with the interpreter
     return buf
 

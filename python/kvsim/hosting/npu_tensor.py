@@ -369,6 +369,7 @@ class NpuTensor:
         """The elements as C-ordered bytes."""
         if self.numel() == 0:
             return b""
+        self._buf.check_alive()
         start, length = self._span()
         raw = kvsim.read(start, length)
         if self.is_contiguous():
@@ -382,6 +383,7 @@ class NpuTensor:
         """Store C-ordered bytes of every element (a read-modify-write if not contiguous)."""
         if self.numel() == 0:
             return
+        self._buf.check_alive()
         start, length = self._span()
         if self.is_contiguous():
             kvsim.write(start, data)
@@ -554,6 +556,7 @@ class NpuTensor:
         if not self.is_contiguous():
             self._write_bytes(pattern * n)
             return self
+        self._buf.check_alive()
         start = self.data_ptr()
         per_chunk = max(1, _CHUNK_BYTES // len(pattern))
         chunk = pattern * min(per_chunk, n)
