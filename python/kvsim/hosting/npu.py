@@ -338,8 +338,8 @@ class DeviceBuffer:
                                "replaced")
 
     def __repr__(self):
-        return (f"DeviceBuffer(addr=0x{self.addr:x}, nbytes={self.nbytes}, device=npu:{self.device},"
-                f" world_device={self.world_device})")
+        return (f"DeviceBuffer(addr=0x{self.addr:x}, nbytes={self.nbytes}, "
+                f"device=npu:{self.device}, world_device={self.world_device})")
 
 
 def _release(world, addr, allocated, world_dev, nbytes):

@@ -9,7 +9,7 @@ from kvsim.hosting import context, npu
 from kvsim.hosting.npu_tensor import NpuTensor
 
 from . import _dtypes as D
-from ._tensor import (Size, Tensor, _shape_args, allclose, equal, from_values, is_cpu, make,
+from ._tensor import (Tensor, _shape_args, allclose, equal, from_values, is_cpu, make,
                       maximum, minimum, npu_aware, npu_target, place)
 
 __all__ = ["Generator", "allclose", "arange", "as_tensor", "cat", "concat", "empty",
@@ -167,8 +167,8 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, device=None, **kwar
     if end is None:
         start, end = 0, start
     if dtype is None:
-        dtype = D.int64 if builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step)) \
-            else D.float32
+        integral = builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dtype = D.int64 if integral else D.float32
     return place(from_values(np.arange(start, end, step, dtype=np.float64
                                        if dtype.kind == 2 else np.int64), dtype), device)
 

@@ -5,7 +5,6 @@ torch; arithmetic follows torch's type promotion; NPU tensors (kvsim.hosting.npu
 in go through the NPU dispatch, which applies torch's device rules.
 """
 import builtins
-import math
 import numbers
 from collections import namedtuple
 
@@ -938,7 +937,8 @@ class Tensor(metaclass=_TensorMeta):
 
     def __invert__(self):
         if self._dtype.kind == 2:
-            raise RuntimeError(f"\"bitwise_not_cpu\" not implemented for '{_type_word(self._dtype)}'")
+            raise RuntimeError("\"bitwise_not_cpu\" not implemented for "
+                               f"'{_type_word(self._dtype)}'")
         return make(np.asarray(~self._a), self._dtype)
 
 
