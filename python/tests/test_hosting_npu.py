@@ -59,6 +59,32 @@ def test_install_gives_torch_npu_and_the_shims(world):
     assert torch.npu.get_device_name() == "Ascend910B3"
 
 
+def _python(code, **env):
+    import os
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, SYSTEMC_DISABLE_COPYRIGHT_MESSAGE="1", **env),
+                          timeout=120)
+
+
+def test_torch_is_imported_and_patched_only_when_the_program_imports_it():
+    code = ("import sys\n"
+            "from kvsim.hosting import torch_support, npu, npu_tensor\n"
+            "assert torch_support.install() is True and torch_support.install() is True\n"
+            "assert 'torch' not in sys.modules, 'install() must not import torch'\n"
+            "sys.path.insert(0, torch_support.SITE_NOTORCH)\n"
+            "import torch\n"
+            "assert not hasattr(torch, '_KVSIM_STANDIN') and torch.npu is npu\n"
+            "assert type(torch.ones(2).npu()) is npu_tensor.NpuTensor\n"
+            "print('ok')\n")
+    r = _python(code, KVSIM_TORCH="real")
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+    r = _python("from kvsim.hosting import torch_support; torch_support.install()",
+                KVSIM_TORCH="cuda")
+    assert r.returncode != 0 and "KVSIM_TORCH='cuda'" in r.stderr
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int8", "uint8",
                                    "int16", "int32", "int64", "bool"])
 def test_round_trip_is_byte_exact(world, dtype):

@@ -29,10 +29,13 @@ def _mode():
     return mode
 
 
+def _without_standin(path):
+    return [p for p in path if os.path.abspath(p or os.curdir) != SITE_NOTORCH]
+
+
 def _real_torch_spec():
     """Where a real torch would be imported from (the stand-in's directory left out)."""
-    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != SITE_NOTORCH]
-    return importlib.machinery.PathFinder.find_spec("torch", path)
+    return importlib.machinery.PathFinder.find_spec("torch", _without_standin(sys.path))
 
 
 def use_real_torch():
@@ -81,7 +84,8 @@ class _PatchingLoader(importlib.abc.Loader):
 
 
 class _TorchHook(importlib.abc.MetaPathFinder):
-    """Finds torch as the other finders do, with a loader that patches it."""
+    """Finds the real torch as the other finders do (never the stand-in), with a loader that
+    patches it."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname != "torch":
@@ -89,7 +93,10 @@ class _TorchHook(importlib.abc.MetaPathFinder):
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
-            spec = finder.find_spec(fullname, path, target)
+            if finder is importlib.machinery.PathFinder:
+                spec = finder.find_spec(fullname, _without_standin(sys.path), target)
+            else:
+                spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None:
                     spec.loader = _PatchingLoader(spec.loader)
@@ -119,6 +126,8 @@ def install():
         raise RuntimeError("KVSIM_TORCH=standin, but the real torch is already imported")
     _prepend(SITE)
     if real:
+        while SITE_NOTORCH in sys.path:  # a parent's stand-in path must not shadow torch
+            sys.path.remove(SITE_NOTORCH)
         if loaded is not None:
             from kvsim.hosting import torch_real
             torch_real.patch(loaded)
