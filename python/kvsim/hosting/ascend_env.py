@@ -227,7 +227,7 @@ def node_info_for(ctx):
     world = kvsim.current_world()
     capacity = npu._preset_hbm_capacity(world.preset)
     hbm_mb = capacity // (1 << 20) if capacity else 65536
-    name = npu._DEVICE_NAMES.get(world.preset, "Ascend910B3")
+    name = npu.soc_name(world.preset)
     devices = [{"phy_id": i, "ip": world.device_ip(d), "hbm_mb": hbm_mb}
                for i, d in enumerate(ctx.node_devices)]
     return {"host_ip": ctx.host_ip, "devices": devices,

@@ -168,11 +168,15 @@ def synchronize(device=None):
     _check(_device_index(device))
 
 
+def soc_name(preset):
+    """The SoC name of a preset's devices ("Ascend910B3" for atlas-a2)."""
+    return _DEVICE_NAMES.get(os.path.splitext(os.path.basename(preset))[0], f"kvsim-{preset}")
+
+
 def get_device_name(device=None):
     """The device's SoC name (torch_npu: "Ascend910B3" on an Atlas 800 A2)."""
     _check(_device_index(device))
-    preset = kvsim.current_world().preset
-    return _DEVICE_NAMES.get(os.path.splitext(os.path.basename(preset))[0], f"kvsim-{preset}")
+    return soc_name(kvsim.current_world().preset)
 
 
 class device:
