@@ -212,8 +212,9 @@ class _Sync(LayerSynchronizer):
 def _dist(role, cluster, device, listen):
     d, cfg = LLMDataDist(role, cluster), LLMConfig()
     cfg.device_id = device
+    cfg.enable_cache_manager = True
     if listen:
-        cfg.listen_ip_info = f"{kvsim.device_ip(device)}:26000"
+        cfg.listen_ip_info = f"{kvsim.host_ip(kvsim.node_of(device))}:26000"
     d.init(cfg.generate_options())
     return d
 
@@ -222,7 +223,8 @@ def check_llm_datadist_transfer():
     prompt, decoder = _dist(LLMRole.PROMPT, 1, 0, False), _dist(LLMRole.DECODER, 2, 8, True)
     info = LLMClusterInfo()
     info.remote_cluster_id = 2
-    info.append_remote_ip_info(kvsim.device_ip(8), 26000)
+    info.append_local_ip_info(kvsim.host_ip(0), 0)
+    info.append_remote_ip_info(kvsim.host_ip(1), 26000)
     assert prompt.link_clusters([info])[0] == LLMStatusCode.LLM_SUCCESS
     src = [torch.rand(1, 2048, dtype=torch.float16).npu() for _ in range(4)]
     dst = [torch.zeros(1, 2048, dtype=torch.float16, device="npu:8") for _ in range(4)]
