@@ -112,29 +112,42 @@ void copy_blocks(DataDistCore& core, const CacheView& cache,
 
 void swap_blocks(DataDistCore& core, const CacheView& src, const CacheView& dst,
                  const std::map<std::int64_t, std::int64_t>& src_to_dst) {
-  const CacheEntry& s = known(core, src, "src");
-  const CacheEntry& d = known(core, dst, "dst");
-  if (!s.view.is_blocks_cache) throw_param_invalid("src", "should be a blocks cache");
-  if (!d.view.is_blocks_cache) throw_param_invalid("dst", "should be a blocks cache");
-  const CacheGeometry sg = make_cache_geometry(s.view);
-  const CacheGeometry dg = make_cache_geometry(d.view);
-  if (sg.stride != dg.stride || sg.tensor_addrs.size() != dg.tensor_addrs.size()) {
-    throw_param_invalid("dst", "block size " + str(dg.stride) + " and num_tensors " +
-                                   str(dg.tensor_addrs.size()) + " must equal src's " +
-                                   str(sg.stride) + " and " + str(sg.tensor_addrs.size()));
+  // hixl v2/cache_manager.py, CacheManager._verify_caches and swap_blocks: the caches go to the
+  // C++ side by their addresses (cache id -1), so a CPU cache from Cache.create_cpu_cache works.
+  if (!src.is_blocks_cache) throw_param_invalid("src", "src cache should be blocks cache.");
+  if (!dst.is_blocks_cache) throw_param_invalid("dst", "dst cache should be blocks cache.");
+  const CacheGeometry sg = make_cache_geometry(src);
+  const CacheGeometry dg = make_cache_geometry(dst);
+  if (sg.stride != dg.stride) {
+    throw_param_invalid("dst", "src block size:" + str(sg.stride) + " and dst block size:" +
+                                   str(dg.stride) + " must be equal");
   }
-  if (s.view.placement() == d.view.placement()) {
-    throw_param_invalid("dst", "swap_blocks supports HOST to DEVICE or DEVICE to HOST only");
+  if (sg.tensor_addrs.size() != dg.tensor_addrs.size()) {
+    throw_param_invalid("dst", "src num_tensors:" + str(sg.tensor_addrs.size()) +
+                                   " and dst num_tensors:" + str(dg.tensor_addrs.size()) +
+                                   " must be equal");
   }
   for (const auto& [from, to] : src_to_dst) {
     check_block("src_to_dst", from, sg.num_blocks);
     check_block("src_to_dst[" + std::to_string(from) + "]", to, dg.num_blocks);
+  }
+  if (src.placement() == dst.placement()) {
+    throw_param_invalid("dst", "swap_blocks supports HOST to DEVICE or DEVICE to HOST only");
   }
   std::vector<CopyDescriptor> descs;
   for (std::size_t i = 0; i < sg.tensor_addrs.size(); ++i) {
     for (const auto& [from, to] : src_to_dst) {
       descs.push_back({sg.tensor_addrs[i] + static_cast<std::uint64_t>(from) * sg.stride,
                        dg.tensor_addrs[i] + static_cast<std::uint64_t>(to) * dg.stride, sg.stride});
+    }
+  }
+  // aclrtMemcpy fails for memory that is not there; nothing is copied then.
+  for (const CopyDescriptor& d : descs) {
+    for (const auto& [addr, argument] : {std::pair{d.src_addr, "src"}, std::pair{d.dst_addr, "dst"}}) {
+      if (!core.platform().locate(addr, d.length)) {
+        throw LLMException(LLMStatusCode::LLM_FAILED, argument,
+                           "[" + str(addr) + ", +" + str(d.length) + ") is not allocated memory");
+      }
     }
   }
   run_local(core, descs, "swap_blocks");

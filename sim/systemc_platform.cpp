@@ -5,6 +5,7 @@
 #include <systemc>
 
 #include <deque>
+#include <map>
 #include <stdexcept>
 
 #include "model/errors.h"
@@ -43,11 +44,12 @@ class SystemcSignal final : public impl::Signal {
     require_blocking_context("Signal::wait_for");
     if (!in_thread()) return platform_.drive_until([this] { return set_; }, timeout);
     if (timeout == impl::kForever) {
-      while (!set_) platform_.job_wait([this] { sc_core::wait(event_); });
+      while (!set_) platform_.job_wait([this] { sc_core::wait(event_); }, "an event");
     } else {
       const Time deadline = platform_.now() + timeout;
       while (!set_ && platform_.now() < deadline)
-        platform_.job_wait([&] { sc_core::wait(span(deadline - platform_.now()), event_); });
+        platform_.job_wait([&] { sc_core::wait(span(deadline - platform_.now()), event_); },
+                           "an event, with a timeout");
     }
     return set_;
   }
@@ -71,7 +73,7 @@ class SystemcMutex final : public impl::Mutex {
     auto w = std::make_shared<Waiter>();
     waiters_.push_back(w);
     if (in_thread()) {
-      while (!w->granted) platform_.job_wait([&w] { sc_core::wait(w->event); });
+      while (!w->granted) platform_.job_wait([&w] { sc_core::wait(w->event); }, "mutex " + name_);
     } else if (!platform_.drive_until([&w] { return w->granted; }, impl::kForever)) {
       waiters_.erase(std::find(waiters_.begin(), waiters_.end(), w));
       throw std::logic_error("Mutex(" + name_ +
@@ -223,7 +225,7 @@ Time SystemcPlatform::now() const {
 void SystemcPlatform::sleep(Time duration) {
   require_blocking_context("sleep");
   if (in_thread()) {
-    job_wait([duration] { sc_core::wait(span(duration)); });
+    job_wait([duration] { sc_core::wait(span(duration)); }, "a sleep");
     return;
   }
   const Time until = now() + duration;
@@ -271,12 +273,30 @@ bool SystemcPlatform::on_job() const {
   return in_thread();
 }
 
-void SystemcPlatform::job_wait(const std::function<void()>& wait) {
+void SystemcPlatform::job_wait(const std::function<void()>& wait, const std::string& what) {
   const int process = current_process_;
+  const std::string job = sc_core::sc_get_current_process_handle().name();
+  blocked_[job] = BlockedJob{job, process, what, now()};
   void* token = hooks_.leave ? hooks_.leave() : nullptr;
   wait();
   current_process_ = process;
+  blocked_.erase(job);
   if (hooks_.enter) hooks_.enter(token);
+}
+
+std::vector<SystemcPlatform::BlockedJob> SystemcPlatform::blocked_jobs() const {
+  std::vector<BlockedJob> out;
+  for (const auto& [name, job] : blocked_) out.push_back(job);
+  return out;
+}
+
+std::string SystemcPlatform::current_job() const {
+  return in_thread() ? sc_core::sc_get_current_process_handle().name() : std::string();
+}
+
+void SystemcPlatform::request_stop() {
+  stop_requested_ = true;
+  if (sc_core::sc_get_status() == sc_core::SC_RUNNING) sc_core::sc_pause();
 }
 
 void SystemcPlatform::back_on_driver() {
@@ -397,7 +417,8 @@ void SystemcPlatform::start_kernel() {
 
 void SystemcPlatform::run_until_idle() {
   start_kernel();
-  while (sc_core::sc_pending_activity()) {
+  stop_requested_ = false;
+  while (sc_core::sc_pending_activity() && !stop_requested_) {
     sc_core::sc_start();
     back_on_driver();
   }

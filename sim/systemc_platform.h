@@ -3,6 +3,7 @@
 // (on the driver).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,8 +69,10 @@ class SystemcPlatform final : public impl::Platform {
   /// Runs the simulation on the driver until `done()` holds or `timeout` passes; false on
   /// timeout or when nothing is left that could make it hold.
   bool drive_until(const std::function<bool()>& done, impl::Time timeout);
-  /// Runs the simulation until no activity is left.
+  /// Runs the simulation until no activity is left, or until request_stop().
   void run_until_idle();
+  /// Makes run_until_idle return at the next step (callable from a job or a signal handler).
+  void request_stop();
   /// Wakes a driver blocked in drive_until so it re-checks its condition (called on any state
   /// change a driver may wait for).
   void wake_driver();
@@ -84,8 +87,20 @@ class SystemcPlatform final : public impl::Platform {
     std::function<void()> driver;
   };
   void set_job_switch_hooks(JobSwitchHooks hooks) { hooks_ = std::move(hooks); }
-  /// Runs a SystemC wait of the current job between the switch hooks.
-  void job_wait(const std::function<void()>& wait);
+  /// Runs a SystemC wait of the current job between the switch hooks; `what` says what it waits
+  /// for while it is blocked (blocked_jobs).
+  void job_wait(const std::function<void()>& wait, const std::string& what);
+  /// A job suspended in job_wait.
+  struct BlockedJob {
+    std::string job;      ///< its SystemC name
+    int process = 0;      ///< the host process it runs for
+    std::string what;     ///< "mutex link c1->c2", "an event", "a sleep"
+    impl::Time since = 0; ///< when it blocked
+  };
+  /// Every job suspended right now, by name (a launcher's report of who waits on what).
+  std::vector<BlockedJob> blocked_jobs() const;
+  /// The running job's SystemC name; empty on the driver.
+  std::string current_job() const;
 
   /// Messages of exceptions that escaped a job (impl must catch its own; tests assert none).
   const std::vector<std::string>& job_failures() const { return job_failures_; }
@@ -103,6 +118,8 @@ class SystemcPlatform final : public impl::Platform {
   JobSwitchHooks hooks_;
   std::vector<HostProcess> processes_;  ///< processes_[id - 1]
   int current_process_ = impl::kScriptProcess;
+  std::map<std::string, BlockedJob> blocked_;
+  bool stop_requested_ = false;
 };
 
 }  // namespace kvsim::sim

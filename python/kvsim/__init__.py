@@ -8,6 +8,7 @@ their results (kvsim.results).
 """
 import atexit
 import os
+import threading  # noqa: F401 - first imported by the script's own thread state, not by a job's
 
 
 def _use_installed_data():

@@ -22,6 +22,8 @@
 #include "impl/types.h"
 #include "model/errors.h"
 #include "python/src/py_kv_cache.h"
+#include "python/src/py_host_memory.h"
+#include "python/src/py_hosting.h"
 #include "python/src/py_results.h"
 #include "python/src/py_world.h"
 #include "sim/scenario.h"
@@ -356,6 +358,8 @@ struct JobHandle {
   std::shared_ptr<JobState> state;
 };
 
+JobHandle start_job(py::function fn, const std::string& name, int process);
+
 // A one-shot flag in simulated time (kvsim.Event).
 struct EventHandle {
   std::shared_ptr<WorldBox> box;
@@ -511,7 +515,8 @@ void bind_values(py::module_& m) {
           [](const CacheDesc& desc, py::object addrs) {
             auto a = to_addr_list("addrs", addrs);
             validate_create_cpu_cache(desc, a);
-            return CacheView{-1, desc, std::move(a)};
+            // llm_types.py Cache.create_cpu_cache: cls(-1, desc, addrs, None, False, True).
+            return CacheView{-1, desc, std::move(a), /*is_blocks_cache=*/true};
           },
           "cache_desc"_a, "addrs"_a)
       .def("__repr__", [](const CacheView& c) {
@@ -774,7 +779,17 @@ void bind_shared_cache_methods(py::class_<Handle>& cls, const char* cache_arg,
           "swap_blocks",
           [](Handle& h, const Cache& src, const Cache& dst,
              std::map<std::int64_t, std::int64_t> src_to_dst) {
-            h.get().swap_blocks(src, dst, src_to_dst);
+            if constexpr (std::is_same_v<Cache, CacheView>) {
+              // CPU caches may hold the program's own memory (create_cpu_cache of CPU tensors).
+              WorldBox& box = *h.dist->box();
+              const int device = h.dist->get().core()->device();
+              const CacheView s = mirror_host_memory(box, src, device);
+              const CacheView d = mirror_host_memory(box, dst, device);
+              h.get().swap_blocks(s, d, src_to_dst);
+              write_back_host_memory(box, dst, d);
+            } else {
+              h.get().swap_blocks(src, dst, src_to_dst);
+            }
           },
           "src"_a, "dst"_a, "src_to_dst"_a);
 }
@@ -968,7 +983,9 @@ void bind_world(py::module_& m) {
   py::class_<WorldBox, std::shared_ptr<WorldBox>>(m, "World")
       .def(py::init([](std::optional<std::string> preset,
                        std::optional<std::map<std::string, py::object>> overrides,
-                       std::optional<std::string> scenario) {
+                       std::optional<std::string> scenario,
+                       std::optional<std::vector<std::string>> host_ips,
+                       std::optional<std::vector<std::string>> device_ips) {
              if (running_on_job()) {
                throw impl::RuntimeError("kvsim.World", "cannot be made by a simulated job");
              }
@@ -986,10 +1003,19 @@ void bind_world(py::module_& m) {
              for (const auto& [k, v] : overrides.value_or(std::map<std::string, py::object>{})) {
                ov.emplace_back(k, py::str(v).cast<std::string>());
              }
-             return make_world(name, ov, scenario.value_or(""));
+             sim::AddressPlan plan{host_ips.value_or(std::vector<std::string>{}),
+                                   device_ips.value_or(std::vector<std::string>{})};
+             try {
+               return make_world(name, ov, scenario.value_or(""), plan);
+             } catch (const model::ModelError& e) {
+               if (e.kind() == model::ErrorKind::kInvalidArgument) {
+                 throw impl::ValueError("addresses", e.what());
+               }
+               throw;
+             }
            }),
            "preset"_a = py::none(), "overrides"_a = py::none(), py::kw_only(),
-           "scenario"_a = py::none())
+           "scenario"_a = py::none(), "host_ips"_a = py::none(), "device_ips"_a = py::none())
       .def_readonly("preset", &WorldBox::preset)
       .def_property_readonly("scenario",
                              [](const WorldBox& b) -> std::optional<std::string> {
@@ -1144,15 +1170,28 @@ void bind_world(py::module_& m) {
           "timeout"_a = py::none());
 
   m.def(
-      "spawn",
-      [](py::function fn, const std::string& name) {
-        auto box = current_world();
-        sim::SystemcPlatform& p = live(box).platform();
-        auto state = std::make_shared<JobState>();
-        state->done = p.make_signal();
-        state->name = name;
-        auto ref = std::make_shared<PyRef>(fn);
-        p.spawn("py_" + name, [state, ref] {
+      "spawn", [](py::function fn, const std::string& name) { return start_job(fn, name, -1); },
+      "fn"_a, "name"_a = "job",
+      "Start fn() as a simulated job now; it may block in simulated time (kvsim.sleep, "
+      "Event.wait).");
+  m.def(
+      "spawn_process",
+      [](int process, py::function fn, const std::string& name) {
+        return start_job(fn, name, process);
+      },
+      "process"_a, "fn"_a, "name"_a,
+      "Start fn() as the first job of a host process (World.add_process).");
+}
+
+// Starts fn() as a job of the caller's process (process < 0) or of `process`.
+JobHandle start_job(py::function fn, const std::string& name, int process) {
+  auto box = current_world();
+  sim::SystemcPlatform& p = live(box).platform();
+  auto state = std::make_shared<JobState>();
+  state->done = p.make_signal();
+  state->name = name;
+  auto ref = std::make_shared<PyRef>(fn);
+  auto body = [state, ref] {
           {
             PythonEntry entry;
             PyObject* r = PyObject_CallNoArgs(ref->get());
@@ -1165,12 +1204,17 @@ void bind_world(py::module_& m) {
             }
           }
           state->done->set();
-        });
-        return JobHandle{box, state};
-      },
-      "fn"_a, "name"_a = "job",
-      "Start fn() as a simulated job now; it may block in simulated time (kvsim.sleep, "
-      "Event.wait).");
+  };
+  if (process < 0) {
+    p.spawn("py_" + name, std::move(body));
+  } else {
+    try {
+      p.spawn_as(process, "py_" + name, std::move(body));
+    } catch (const std::out_of_range& e) {
+      throw impl::ValueError("process", e.what());
+    }
+  }
+  return JobHandle{box, state};
 }
 
 }  // namespace
@@ -1183,4 +1227,5 @@ PYBIND11_MODULE(_core, m) {
   kvsim::python::bind_engine(m);
   kvsim::python::bind_world(m);
   kvsim::python::bind_results(m);
+  kvsim::python::bind_hosting(m);
 }

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "impl/errors.h"
+#include "python/src/gil_state.h"
 
 namespace kvsim::python {
 namespace {
@@ -17,7 +18,11 @@ struct JobContext {
   void* driver_tls = nullptr;       // pybind11's thread-state TLS value for it
   void* base_frames = nullptr;      // pybind11's call-frame stack top when the job entered
   void* own_frames = nullptr;       // the job's own stack top while it is suspended
+  std::string job;                  // the job's SystemC name (stall reports)
 };
+// The callable told about process switches, and the process whose Python context is active.
+PyObject* g_process_switch = nullptr;
+int g_active_process = impl::kScriptProcess;
 // Jobs inside Python (running or suspended), by their thread state.
 std::map<PyThreadState*, JobContext>* g_jobs = new std::map<PyThreadState*, JobContext>();
 
@@ -55,7 +60,8 @@ bool on_job() {
 
 std::shared_ptr<WorldBox> make_world(const std::string& preset,
                                      const std::vector<model::Override>& overrides,
-                                     const std::string& scenario) {
+                                     const std::string& scenario,
+                                     const sim::AddressPlan& addresses) {
   if (on_job()) throw impl::RuntimeError("kvsim.World", "cannot be made by a simulated job");
   if (const std::shared_ptr<WorldBox>& old = *g_world) {
     for (DataDistHandle* d : old->dists) {
@@ -69,7 +75,7 @@ std::shared_ptr<WorldBox> make_world(const std::string& preset,
     shutdown_world();
   }
   auto box = std::make_shared<WorldBox>();
-  box->world = std::make_unique<sim::World>(preset, overrides);
+  box->world = std::make_unique<sim::World>(preset, overrides, addresses);
   box->preset = preset;
   box->scenario = scenario;
   install_switch_hooks(box->world->platform());
@@ -96,10 +102,15 @@ void shutdown_world() {
 }
 
 sim::World& live(const std::shared_ptr<WorldBox>& box) {
-  if (!box || !box->alive) {
+  if (!box) throw impl::RuntimeError("kvsim", "no kvsim.World");
+  return live_box(*box);
+}
+
+sim::World& live_box(WorldBox& box) {
+  if (!box.alive) {
     throw impl::RuntimeError("kvsim", "this object belongs to a kvsim.World that was replaced");
   }
-  return *box->world;
+  return *box.world;
 }
 
 DataDistHandle::DataDistHandle(impl::LLMRole role, std::uint64_t cluster_id)
@@ -123,12 +134,15 @@ PythonEntry::PythonEntry() {
   if (!on_job()) return;
   PyThreadState* cur = PyThreadState_Get();
   if (g_jobs->count(cur) != 0) return;  // already in this job's state (nested call)
-  JobContext ctx{cur, pybind_tls(), frames_top(), nullptr};
+  const std::shared_ptr<WorldBox>& box = *g_world;
+  JobContext ctx{cur, pybind_tls(), frames_top(), nullptr, box->world->platform().current_job()};
   own_ = PyThreadState_New(cur->interp);
   own_->gilstate_counter = 1;  // owned here, never by a gil_scoped_acquire
   g_jobs->emplace(own_, ctx);
   PyThreadState_Swap(own_);
+  kvsim_set_gilstate_thread_state(own_);
   set_pybind_tls(own_);
+  activate_process(box->world->platform().current_process());
 }
 
 PythonEntry::~PythonEntry() {
@@ -136,6 +150,7 @@ PythonEntry::~PythonEntry() {
   const JobContext ctx = g_jobs->at(own_);
   PyThreadState_Clear(own_);
   PyThreadState_Swap(ctx.driver);
+  kvsim_set_gilstate_thread_state(ctx.driver);
   set_pybind_tls(ctx.driver_tls);
   set_frames_top(ctx.base_frames);
   g_jobs->erase(own_);
@@ -152,17 +167,54 @@ void install_switch_hooks(sim::SystemcPlatform& platform) {
     ctx.own_frames = frames_top();
     set_frames_top(ctx.base_frames);
     PyThreadState_Swap(ctx.driver);
+    kvsim_set_gilstate_thread_state(ctx.driver);
     set_pybind_tls(ctx.driver_tls);
     return cur;
   };
-  hooks.enter = [](void* token) {
+  hooks.enter = [&platform](void* token) {
     if (token == nullptr) return;
     auto* state = static_cast<PyThreadState*>(token);
     PyThreadState_Swap(state);
+    kvsim_set_gilstate_thread_state(state);
     set_pybind_tls(state);
     set_frames_top(g_jobs->at(state).own_frames);
+    activate_process(platform.current_process());
+  };
+  hooks.driver = [] {
+    if (_PyThreadState_UncheckedGet() != nullptr) activate_process(impl::kScriptProcess);
   };
   platform.set_job_switch_hooks(std::move(hooks));
+}
+
+void set_process_switch(py::object callback) {
+  Py_XDECREF(g_process_switch);
+  g_process_switch = callback.is_none() ? nullptr : callback.release().ptr();
+  g_active_process = impl::kScriptProcess;
+}
+
+void activate_process(int process) {
+  if (process == g_active_process || g_process_switch == nullptr) return;
+  g_active_process = process;
+  PyObject* r = PyObject_CallFunction(g_process_switch, "i", process);
+  if (r == nullptr) {
+    PyErr_WriteUnraisable(g_process_switch);
+  } else {
+    Py_DECREF(r);
+  }
+}
+
+std::map<std::string, std::string> suspended_python_stacks() {
+  std::map<std::string, std::string> out;
+  py::module_ traceback = py::module_::import("traceback");
+  for (const auto& [state, ctx] : *g_jobs) {
+    PyFrameObject* frame = PyThreadState_GetFrame(state);
+    if (frame == nullptr) continue;
+    py::object f = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(frame));
+    std::string text;
+    for (py::handle line : traceback.attr("format_stack")(f)) text += line.cast<std::string>();
+    out[ctx.job] = text;
+  }
+  return out;
 }
 
 bool running_on_job() {

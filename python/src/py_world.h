@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -32,6 +33,8 @@ struct WorldBox {
   std::string scenario;  ///< scenario file it came from, if any
   bool alive = true;
   std::set<DataDistHandle*> dists;  ///< LLMDataDist objects created in this world
+  /// Simulated mirrors of the program's own host memory, by (address, size) (py_host_memory).
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint64_t> host_mirrors;
 };
 
 /// The current world, created from $KVSIM_PRESET (default "atlas-a2") if there is none.
@@ -40,11 +43,14 @@ std::shared_ptr<WorldBox> current_world();
 /// initialized (finalize it first).
 std::shared_ptr<WorldBox> make_world(const std::string& preset,
                                      const std::vector<model::Override>& overrides,
-                                     const std::string& scenario);
+                                     const std::string& scenario,
+                                     const sim::AddressPlan& addresses = {});
 /// Ends the current world (module exit).
 void shutdown_world();
 /// RuntimeError unless `box` is still the live world.
 sim::World& live(const std::shared_ptr<WorldBox>& box);
+/// As live, for a box held by reference.
+sim::World& live_box(WorldBox& box);
 
 /// An LLMDataDist bound to the world it was made in.
 class DataDistHandle {
@@ -81,6 +87,15 @@ class PythonEntry {
 
 /// Installs the thread-state switch hooks on a world's platform.
 void install_switch_hooks(sim::SystemcPlatform& platform);
+
+/// Sets the callable run with a host process id whenever the process whose Python code runs
+/// changes (kvsim.hosting.runtime swaps argv, environment, modules and streams); None clears it.
+void set_process_switch(py::object callback);
+/// Makes `process` the one whose Python code runs: calls the switch callable if it changed.
+void activate_process(int process);
+/// The Python stack of every job suspended inside Python, by job name ("File ..., line ..." as
+/// traceback.format_stack gives it, innermost last).
+std::map<std::string, std::string> suspended_python_stacks();
 
 /// Fetches and clears the current Python error as "Type: message", printing its traceback to
 /// stderr under `header` as threading's excepthook does for a dying thread.

@@ -1,0 +1,283 @@
+"""kvsim launch: runs users' multi-process programs, unchanged, as simulated host processes of
+one deterministic world.
+
+    kvsim launch [options] -- python3 sample.py --role p ... ::: python3 sample.py --role d ...
+    kvsim launch [options] -f launch.yaml
+
+Each command becomes a host process on a node of the world (process i on node i unless a launch
+file says otherwise), runs in simulated time, and writes its output prefixed with its name. The
+exit status is the worst of the processes'; a launch in which every process waits for another
+ends with a report of who waits on what.
+"""
+import argparse
+import os
+import signal
+import sys
+import tempfile
+
+from kvsim.launch import netns
+from kvsim.launch.spec import LaunchError, LaunchSpec, check_ipv4, consecutive, from_commands, \
+    load_file, split_commands
+
+#: The exit status of a process that never ended (a stalled launch, or the wall-clock limit).
+NOT_ENDED = 124
+PID_BASE = 4000
+_PYTHON_FLAGS_WITH_ARG = {"-W", "-X", "--check-hash-based-pycs"}
+
+
+def parse_python(argv, where):
+    """(script, sys.argv) of a Python command line: script is ("path", file), ("module", name)
+    or ("code", text)."""
+    program = os.path.basename(argv[0])
+    if program.endswith(".py"):
+        return ("path", argv[0]), list(argv)
+    if not (program == "python" or program.startswith("python3")):
+        raise LaunchError(f"{where}: {argv[0]!r} is not a Python program; kvsim launch runs "
+                          "Python programs (python3 script.py ...) for now")
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word in ("-m", "-c"):
+            if i + 1 == len(argv):
+                raise LaunchError(f"{where}: {word} needs an argument")
+            if word == "-m":
+                return ("module", argv[i + 1]), [argv[i + 1]] + argv[i + 2:]
+            return ("code", argv[i + 1]), ["-c"] + argv[i + 2:]
+        if word in _PYTHON_FLAGS_WITH_ARG:
+            i += 2
+            continue
+        if word.startswith("-") and word != "-":
+            i += 1
+            continue
+        return ("path", word), argv[i:]
+    raise LaunchError(f"{where}: no script, -m or -c after {argv[0]} (an interactive Python "
+                      "cannot be launched)")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="kvsim launch",
+        description="Run Python programs written for llm_datadist, unchanged, as simulated host "
+                    "processes of one world. Commands follow '--', separated by ':::'; "
+                    "NAME=VALUE words before a command set its environment.",
+        epilog="example: kvsim launch --hosts 10.10.10.0,10.10.10.1 -- python3 sample.py "
+               "--role p ::: python3 sample.py --role d")
+    parser.add_argument("-f", "--file", help="a launch file (YAML) instead of commands")
+    parser.add_argument("--preset", help="hardware preset (default atlas-a2)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="preset override, as kvsim run's --set hardware.KEY")
+    parser.add_argument("--nodes", type=int, help="nodes in the world (default: one per command)")
+    parser.add_argument("--hosts", help="host addresses of the nodes, comma-separated")
+    parser.add_argument("--device-ips", action="append", default=[], metavar="NODE=FIRST",
+                        help="node NODE's devices get FIRST and the addresses after it")
+    parser.add_argument("--names", help="process names, comma-separated (default p0, p1, ...)")
+    parser.add_argument("--seed", type=int, help="seed of the programs' random numbers (0)")
+    parser.add_argument("--timeout", type=float, help="wall-clock limit in seconds (600)")
+    parser.add_argument("--wall-clock", action="store_true",
+                        help="programs' clocks read the host's real time (sleeps stay simulated)")
+    parser.add_argument("--output-dir", help="also write each process's output to DIR/NAME.out/.err")
+    parser.add_argument("commands", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    words = args.commands[1:] if args.commands[:1] == ["--"] else args.commands
+    if args.file and words:
+        raise LaunchError("give commands or --file, not both")
+    if not args.file and not words:
+        raise LaunchError("no commands: kvsim launch [options] -- python3 x.py ... ::: ...")
+    return args, words
+
+
+def build_spec(args, words):
+    if args.file:
+        spec = load_file(args.file, _devices_per_node)
+        if args.nodes is not None or args.names or args.hosts or args.device_ips:
+            raise LaunchError("--nodes, --names, --hosts and --device-ips belong in the launch "
+                              "file when --file is given")
+    else:
+        names = args.names.split(",") if args.names else None
+        spec = from_commands(split_commands(words), names=names, nodes=args.nodes)
+    if args.preset:
+        spec.preset = args.preset
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise LaunchError(f"--set {item!r}: expected KEY=VALUE")
+        spec.overrides[key.removeprefix("hardware.")] = value
+    if args.seed is not None:
+        spec.seed = args.seed
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            raise LaunchError(f"--timeout {args.timeout}: must be > 0 seconds")
+        spec.timeout = args.timeout
+    if args.wall_clock:
+        spec.wall_clock = True
+    if args.output_dir:
+        spec.output_dir = args.output_dir
+    if args.hosts:
+        hosts = [check_ipv4(h, "--hosts") for h in args.hosts.split(",")]
+        if len(hosts) != spec.nodes:
+            raise LaunchError(f"--hosts: {len(hosts)} addresses for {spec.nodes} nodes")
+        spec.host_ips = hosts
+    per_node = None
+    for item in args.device_ips:
+        node, sep, first = item.partition("=")
+        if not sep or not node.isdigit() or int(node) >= spec.nodes:
+            raise LaunchError(f"--device-ips {item!r}: expected NODE=FIRST_IP with NODE in "
+                              f"[0, {spec.nodes})")
+        if per_node is None:
+            per_node = _devices_per_node(spec.preset, dict(spec.overrides, nodes=str(spec.nodes)))
+        spec.device_ips[int(node)] = consecutive(first, per_node, "--device-ips")
+    return spec
+
+
+def _devices_per_node(preset, overrides):
+    import kvsim
+    probe = kvsim.World(preset, overrides)
+    return probe.device_count // probe.nodes
+
+
+def make_world(spec):
+    """The world of a launch: the preset with its overrides and the launch's addresses."""
+    import kvsim
+    overrides = dict(spec.overrides, nodes=str(spec.nodes))
+    probe = kvsim.World(spec.preset, overrides)
+    per_node = probe.device_count // probe.nodes
+    hosts = spec.host_ips or [probe.host_ip(n) for n in range(spec.nodes)]
+    devices = []
+    for node in range(spec.nodes):
+        devices += spec.device_ips.get(node) or \
+            [probe.device_ip(node * per_node + d) for d in range(per_node)]
+    return kvsim.World(spec.preset, overrides, host_ips=hosts, device_ips=devices), per_node
+
+
+def visible_devices(proc, node_devices):
+    """World devices the process sees: ASCEND_RT_VISIBLE_DEVICES (physical ids of its node) or
+    all of its node's."""
+    text = proc.env.get("ASCEND_RT_VISIBLE_DEVICES", os.environ.get("ASCEND_RT_VISIBLE_DEVICES"))
+    if text is None or text.strip() == "":
+        return list(node_devices)
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) >= len(node_devices):
+            raise LaunchError(f"process {proc.name}: ASCEND_RT_VISIBLE_DEVICES={text!r}: "
+                              f"{item!r} is not a device of its node (0..{len(node_devices) - 1})")
+        out.append(node_devices[int(item)])
+    return out
+
+
+class Launch:
+    """One launch: its world, runtime and processes."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.expired = False
+
+    def run(self):
+        from kvsim.hosting import ascend_env, torch_support
+        from kvsim.hosting.runtime import Process, Runtime
+        spec = self.spec
+        world, per_node = make_world(spec)
+        self.world = world
+        addresses = [world.host_ip(n) for n in range(spec.nodes)] + \
+            [world.device_ip(d) for d in range(world.device_count)]
+        if netns.inside():
+            netns.configure(addresses)
+        torch_support.install()
+        ascend_env.install_dev_patches()
+        if spec.output_dir:
+            os.makedirs(spec.output_dir, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix="kvsim-launch-")  # mode 0700: node descriptions
+        runtime = Runtime(world, seed=spec.seed, wall_clock=spec.wall_clock)
+        self.runtime = runtime
+        processes = []
+        for rank, ps in enumerate(spec.processes):
+            where = f"process {ps.name}"
+            if not 0 <= ps.node < spec.nodes:
+                raise LaunchError(f"{where}: node {ps.node} is not in [0, {spec.nodes})")
+            script, argv = parse_python(ps.argv, where)
+            node_devices = list(range(ps.node * per_node, (ps.node + 1) * per_node))
+            seen = visible_devices(ps, node_devices)
+            node_file = os.path.join(scratch, f"node{ps.node}.json")
+            if not os.path.exists(node_file):
+                ascend_env.write_node_info(
+                    node_file, world.host_ip(ps.node),
+                    [{"phy_id": i, "ip": world.device_ip(d)} for i, d in enumerate(node_devices)])
+            env = dict(os.environ)
+            env.pop(netns.READY, None)
+            env.update(ps.env)
+            env["PATH"] = torch_support.bin_dir() + os.pathsep + env.get("PATH", "")
+            env["KVSIM_NODE_INFO"] = node_file
+            proc = Process(runtime, rank, ps.name, ps.node, PID_BASE + rank, argv, env, script,
+                           ps.cwd or os.getcwd(), spec.output_dir)
+            runtime.add(proc, seen, node_devices, world.host_ip(ps.node),
+                        torch_support.site_dirs())
+            processes.append(proc)
+        self.processes = processes
+        runtime.install()
+        for proc in processes:
+            runtime.start(proc)
+        old = signal.signal(signal.SIGALRM, self._expire)
+        signal.setitimer(signal.ITIMER_REAL, spec.timeout)
+        try:
+            world.run_until_idle()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+            report = self._report()
+            runtime.uninstall()
+        sys.stderr.write(report)
+        return max((NOT_ENDED if p.exit_code is None else p.exit_code) for p in processes)
+
+    def _expire(self, signum, frame):
+        self.expired = True
+        self.world.request_stop()
+        if self.runtime.active is not None:
+            raise TimeoutError(f"kvsim launch: the wall-clock limit of {self.spec.timeout} s "
+                               "passed")
+
+    def _report(self):
+        from kvsim import _core
+        now = _core.now_ps() * 1e-12
+        lines = []
+        waiting = [p for p in self.processes if not p.finished]
+        if waiting:
+            why = (f"the wall-clock limit of {self.spec.timeout} s passed" if self.expired
+                   else "every process left waits for something that cannot happen")
+            lines.append(f"kvsim launch: stopped at t={now:.6f} s: {why}")
+            blocked = {}
+            for job in self.world.blocked_jobs():
+                blocked.setdefault(job["process"], []).append(job)
+            for proc in waiting:
+                note = proc.context.state.get("waiting") if proc.context else ""
+                lines.append(f"  [{proc.name}] waits for {note or self._first(blocked, proc)}")
+                for job in blocked.get(proc.sim_id, []):
+                    since = job["since_ps"] * 1e-12
+                    lines.append(f"    job {job['job']}: {job['what']} since t={since:.6f} s")
+                    for text in job["stack"].rstrip().splitlines()[-6:]:
+                        lines.append(f"      {text}")
+        for proc in self.processes:
+            status = ("did not end" if proc.exit_code is None else
+                      f"exited {proc.exit_code} at t={proc.ended_ps * 1e-12:.6f} s")
+            lines.append(f"kvsim launch: {proc.name} (node {proc.node}) {status}")
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _first(blocked, proc):
+        jobs = blocked.get(proc.sim_id, [])
+        return jobs[0]["what"] if jobs else "nothing the simulation knows of"
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args, words = parse_args(argv)
+        spec = build_spec(args, words)
+        if not netns.inside():
+            netns.reexec_inside(argv)
+        return Launch(spec).run()
+    except (LaunchError, netns.NamespaceError) as e:
+        print(f"kvsim launch: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # a world the preset, overrides or addresses cannot make
+        print(f"kvsim launch: {e}", file=sys.stderr)
+        return 2
