@@ -4,7 +4,10 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -202,11 +205,47 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
   return worst;
 }
 
+// The directory holding the kvsim Python package next to this program: the build tree's
+// <build>/python, or an installed <prefix>/<KVSIM_PYTHON_INSTALL_DIR>; empty if neither.
+std::string python_package_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  for (const std::filesystem::path& dir :
+       {exe.parent_path().parent_path() / "python",
+        exe.parent_path().parent_path() / KVSIM_PYTHON_INSTALL_DIR}) {
+    if (std::filesystem::exists(dir / "kvsim" / "launch" / "__main__.py")) return dir.string();
+  }
+  return {};
+}
+
+// kvsim launch: the launcher is Python (it hosts the programs in its interpreter); this program
+// only finds it and hands over its arguments untouched.
+int run_launch(int argc, char* argv[]) {
+  const std::string dir = python_package_dir();
+  if (!dir.empty()) {
+    const char* old = std::getenv("PYTHONPATH");
+    const std::string path = old != nullptr && *old != '\0' ? dir + ":" + old : dir;
+    setenv("PYTHONPATH", path.c_str(), 1);
+  }
+  std::vector<char*> args = {const_cast<char*>(KVSIM_PYTHON), const_cast<char*>("-m"),
+                             const_cast<char*>("kvsim.launch")};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv(KVSIM_PYTHON, args.data());
+  std::fprintf(stderr, "kvsim launch: cannot run %s: %s\n", KVSIM_PYTHON, std::strerror(errno));
+  return 2;
+}
+
 }  // namespace
 
 int sc_main(int argc, char* argv[]) {
+  if (argc >= 2 && std::string(argv[1]) == "launch") return run_launch(argc, argv);
   CLI::App app{"kvsim: KV-cache transfer testbed on a SystemC model of NPUs, HBM and links"};
   app.require_subcommand(1);
+  app.add_subcommand("launch",
+                     "Run Python programs written for llm_datadist, unchanged, as processes of "
+                     "one simulated world (kvsim launch --help)");
   std::string preset = "atlas-a2";
   std::vector<std::string> preset_sets;
   CLI::App* demo = app.add_subcommand("demo", "Representative transfers on a hardware preset");

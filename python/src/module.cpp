@@ -900,11 +900,17 @@ void bind_engine(py::module_& m) {
            "role"_a, "cluster_id"_a)
       .def(
           "init",
-          [](DataDistHandle& d, const std::map<std::string, std::string>& options) {
+          [](py::object self, const std::map<std::string, std::string>& options) {
+            auto& d = self.cast<DataDistHandle&>();
             d.get().init(options);
+            if (d.initialized()) d.box()->initialized.emplace(&d, self);
           },
           "options"_a)
-      .def("finalize", [](DataDistHandle& d) { d.get().finalize(); })
+      .def("finalize",
+           [](DataDistHandle& d) {
+             d.get().finalize();
+             d.box()->initialized.erase(&d);
+           })
       .def_property_readonly("cache_manager",
                              [](py::object self) {
                                auto& d = self.cast<DataDistHandle&>();

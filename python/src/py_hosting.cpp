@@ -63,14 +63,15 @@ void bind_hosting(py::module_& m) {
           "finalize_process",
           [](std::shared_ptr<WorldBox> b, int process) {
             live(b);
-            int n = 0;
+            std::vector<DataDistHandle*> ended;
             for (DataDistHandle* d : b->dists) {
               if (d->initialized() && d->get().core()->process() == process) {
                 d->get().finalize();
-                ++n;
+                ended.push_back(d);
               }
             }
-            return n;
+            for (DataDistHandle* d : ended) b->initialized.erase(d);  // may delete the object
+            return static_cast<int>(ended.size());
           },
           "process"_a,
           "Finalizes the initialized LLMDataDists of a host process (the library's atexit "

@@ -95,6 +95,7 @@ void shutdown_world() {
   std::shared_ptr<WorldBox> box = std::move(*g_world);
   g_world->reset();
   if (!box) return;
+  box->initialized.clear();
   for (DataDistHandle* d : box->dists) d->detach();
   box->alive = false;
   // Jobs still suspended in the old kernel are abandoned with it (never resumed).

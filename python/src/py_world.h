@@ -33,6 +33,9 @@ struct WorldBox {
   std::string scenario;  ///< scenario file it came from, if any
   bool alive = true;
   std::set<DataDistHandle*> dists;  ///< LLMDataDist objects created in this world
+  /// Initialized LLMDataDist objects, kept alive until finalize as the library's class attribute
+  /// LLMDataDist.llm_engine_instance keeps its instance (llm_datadist.py init).
+  std::map<DataDistHandle*, py::object> initialized;
   /// Simulated mirrors of the program's own host memory, by (address, size) (py_host_memory).
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint64_t> host_mirrors;
 };

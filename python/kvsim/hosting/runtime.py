@@ -111,7 +111,7 @@ class Process:
         self.argv = list(argv)
         self.environ = {os.fsencode(k): os.fsencode(v) for k, v in environ.items()}
         self.script = script              # ("path", file) | ("module", name) | ("code", text)
-        self.cwd = cwd
+        self.cwd = os.path.abspath(cwd)
         self.sys_path = None              # set by Runtime.start
         self.main = None
         self.private_names = set()        # modules of its own directory, imported by it
@@ -169,10 +169,12 @@ class Runtime:
 
     def _save(self):
         return {"argv": sys.argv, "path": sys.path, "env": os.environ._data,
-                "main": sys.modules.get("__main__"), "stdin": sys.stdin}
+                "main": sys.modules.get("__main__"), "stdin": sys.stdin, "cwd": os.getcwd()}
 
     def _restore(self, saved):
         sys.argv, sys.path, os.environ._data = saved["argv"], saved["path"], saved["env"]
+        if os.getcwd() != saved["cwd"]:
+            os.chdir(saved["cwd"])
         sys.stdin = saved["stdin"]
         if saved["main"] is not None:
             sys.modules["__main__"] = saved["main"]
@@ -185,6 +187,7 @@ class Runtime:
             return
         if old is not None:
             old.argv, old.sys_path, old.environ = sys.argv, sys.path, os.environ._data
+            old.cwd = os.getcwd()
             for name in old.private_names:
                 module = sys.modules.pop(name, None)
                 if module is not None:
@@ -193,6 +196,8 @@ class Runtime:
             self._base = self._save()
         if new is not None:
             sys.argv, sys.path, os.environ._data = new.argv, new.sys_path, new.environ
+            if os.getcwd() != new.cwd:
+                os.chdir(new.cwd)
             sys.modules["__main__"] = new.main
             sys.modules.update(new.private_modules)
             new.private_modules = {}
@@ -332,8 +337,8 @@ class Runtime:
         main.__builtins__ = builtins
         first = ""
         if kind == "path":
-            main.__file__ = what
-            first = os.path.dirname(os.path.abspath(what))
+            main.__file__ = os.path.abspath(os.path.join(process.cwd, what))  # as Python 3.9+
+            first = os.path.dirname(main.__file__)
             process.user_dirs = [first]
         elif kind == "module":
             spec = importlib.util.find_spec(what)

@@ -1,0 +1,242 @@
+"""kvsim launch: programs as simulated host processes, their output, status, determinism,
+isolation, stalls and limits, and bad usage."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "launch")
+
+
+def launch(*args, timeout=120, env=None, cwd=None):
+    """Runs `python -m kvsim.launch args`; returns the CompletedProcess."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "kvsim.launch", *args], capture_output=True,
+                          text=True, timeout=timeout, env=full_env, cwd=cwd)
+
+
+def program(tmp_path, name, source):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+def test_output_is_prefixed_and_the_status_is_the_worst(tmp_path):
+    ok = program(tmp_path, "ok.py", "print('hello from', __name__)\n")
+    bad = program(tmp_path, "bad.py", "import sys\nprint('about to fail')\nsys.exit(3)\n")
+    done = launch("--names", "good,bad", "--", "python3", ok, ":::", "python3", "-u", bad)
+    assert done.returncode == 3, done.stderr
+    assert "[good] hello from __main__\n" in done.stdout
+    assert "[bad] about to fail\n" in done.stdout
+    assert "good (node 0) exited 0" in done.stderr
+    assert "bad (node 1) exited 3" in done.stderr
+
+
+def test_a_programs_exception_ends_only_that_program(tmp_path):
+    crash = program(tmp_path, "crash.py", "raise ValueError('broken')\n")
+    fine = program(tmp_path, "fine.py", "import time\ntime.sleep(2)\nprint('still here')\n")
+    done = launch("--", "python3", crash, ":::", "python3", fine)
+    assert done.returncode == 1
+    assert "[p0] ValueError: broken" in done.stdout + done.stderr
+    assert "[p1] still here" in done.stdout
+    assert "p1 (node 1) exited 0 at t=2.000000 s" in done.stderr
+
+
+def test_clocks_sleeps_pids_and_random_bytes_replay_bit_for_bit(tmp_path):
+    source = """
+        import datetime, os, random, time
+        t0, p0 = time.time(), time.perf_counter()
+        time.sleep(0.25)
+        print(os.getpid(), time.time() - t0, time.perf_counter() - p0)
+        print(datetime.datetime.now().isoformat())
+        print(os.urandom(8).hex(), random.random(), sorted({'x', 'y', 'z'}) and list({'a', 'b', 'c'}))
+    """
+    a = program(tmp_path, "clock.py", source)
+    runs = [launch("--", "python3", a, ":::", "python3", a) for _ in range(2)]
+    assert runs[0].returncode == 0, runs[0].stderr
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+    lines = runs[0].stdout.splitlines()
+    assert lines[0] == "[p0] 4000 0.25 0.25"
+    assert lines[1] == "[p0] 2025-01-01T00:00:00.250000"
+    # Each process has its own pid and random bytes.
+    assert "[p1] 4001 0.25 0.25" in lines
+    p0_bytes = [line for line in lines if line.startswith("[p0]")][2].split()[1]
+    p1_bytes = [line for line in lines if line.startswith("[p1]")][2].split()[1]
+    assert p0_bytes != p1_bytes
+
+
+def test_wall_clock_flag_reads_the_hosts_clock(tmp_path):
+    a = program(tmp_path, "wall.py", "import time\nprint(time.time() > 1.75e9)\n")
+    done = launch("--wall-clock", "--", "python3", a)
+    assert done.returncode == 0 and "[p0] True" in done.stdout, done.stderr
+    done = launch("--", "python3", a)
+    assert "[p0] False" in done.stdout
+
+
+def test_programs_run_in_an_isolated_network_namespace(tmp_path):
+    source = """
+        import socket
+        print(socket.if_nameindex())
+        s = socket.socket()
+        s.bind(("10.20.30.1", 0))      # the simulated host's address is on loopback
+        print("bound")
+        c = socket.socket()
+        c.settimeout(2)
+        try:
+            c.connect(("10.20.30.2", 26000))  # the other simulated host: nobody listens
+        except OSError as e:
+            print("refused", e.errno)
+        try:
+            socket.create_connection(("8.8.8.8", 53), timeout=2)
+        except OSError as e:
+            print("unreachable", e.errno)
+    """
+    a = program(tmp_path, "net.py", source)
+    done = launch("--hosts", "10.20.30.1,10.20.30.2", "--", "python3", a, ":::", "python3", "-c",
+                  "pass")
+    assert done.returncode == 0, done.stderr
+    assert "[p0] [(1, 'lo')]" in done.stdout
+    assert "[p0] bound" in done.stdout
+    assert "[p0] refused 111" in done.stdout       # ECONNREFUSED: the address is local
+    assert "[p0] unreachable 101" in done.stdout   # ENETUNREACH: no route out
+
+
+def test_a_stalled_launch_reports_who_waits_on_what(tmp_path):
+    a = program(tmp_path, "stuck.py", """
+        import kvsim
+        print("waiting")
+        kvsim.Event().wait()
+    """)
+    b = program(tmp_path, "quick.py", "print('done')\n")
+    done = launch("--names", "stuck,quick", "--", "python3", a, ":::", "python3", b)
+    assert done.returncode == 124
+    assert "every process left waits for something that cannot happen" in done.stderr
+    assert "[stuck] waits for an event" in done.stderr
+    assert "kvsim.Event().wait()" in done.stderr  # the program's own line
+    assert "stuck (node 0) did not end" in done.stderr
+    assert "quick (node 1) exited 0" in done.stderr
+
+
+def test_the_wall_clock_limit_ends_a_program_that_never_waits(tmp_path):
+    a = program(tmp_path, "spin.py", "while True:\n    pass\n")
+    done = launch("--timeout", "2", "--", "python3", a, timeout=60)
+    assert done.returncode != 0
+    assert "TimeoutError: kvsim launch: the wall-clock limit of 2.0 s passed" in done.stdout + \
+        done.stderr
+
+
+def test_modules_of_the_programs_directory_are_per_process(tmp_path):
+    program(tmp_path, "counter.py", "hits = []\n")
+    a = program(tmp_path, "uses.py", """
+        import sys, time
+        import counter
+        counter.hits.append(sys.argv[1])
+        time.sleep(1)
+        print(counter.hits)
+    """)
+    done = launch("--", "python3", a, "first", ":::", "python3", a, "second")
+    assert done.returncode == 0, done.stderr
+    assert "[p0] ['first']" in done.stdout
+    assert "[p1] ['second']" in done.stdout
+
+
+def test_the_environment_devices_and_ascend_tools_of_a_process(tmp_path):
+    a = program(tmp_path, "env.py", """
+        import os, subprocess
+        import torch
+        davinci = sorted(d for d in os.listdir("/dev") if d.startswith("davinci"))
+        print(os.environ["ROLE"], torch.npu.device_count(), davinci[:3])
+        out = subprocess.run(["hccn_tool", "-i", "1", "-ip", "-g"], capture_output=True, text=True)
+        print(out.stdout.splitlines()[0])
+    """)
+    done = launch("--device-ips", "0=192.168.7.1", "--nodes", "1", "--", "ROLE=prompt",
+                  "ASCEND_RT_VISIBLE_DEVICES=2,3", "python3", a, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[p0] prompt 2 ['davinci0', 'davinci1', 'davinci2']" in done.stdout
+    assert "[p0] ipaddr:192.168.7.2" in done.stdout
+
+
+def test_one_llmdatadist_per_launched_process(tmp_path):
+    a = program(tmp_path, "two.py", """
+        from llm_datadist import LLMConfig, LLMDataDist, LLMException, LLMRole
+        cfg = LLMConfig()
+        cfg.device_id = 0
+        cfg.enable_cache_manager = True
+        LLMDataDist(LLMRole.DECODER, 1).init(cfg.generate_options())
+        try:
+            LLMDataDist(LLMRole.DECODER, 2).init(cfg.generate_options())
+        except LLMException as e:
+            print(e.status_code.name, e)
+    """)
+    done = launch("--", "python3", a)
+    assert done.returncode == 0, done.stderr
+    assert "[p0] LLM_FAILED" in done.stdout and "Cannot init multiple LLMDataDists" in done.stdout
+
+
+def test_the_numpy_stand_in_torch_runs_a_layerwise_push():
+    script = os.path.join(EXAMPLES, "layerwise_push.py")
+    args = ["--hosts", "10.10.10.1,10.10.10.2", "--", "python3", script, "--role", "p",
+            "--local_host_ip", "10.10.10.1", "--remote_host_ip", "10.10.10.2", ":::", "python3",
+            script, "--role", "d", "--local_host_ip", "10.10.10.2", "--remote_host_ip",
+            "10.10.10.1"]
+    done = launch(*args, env={"KVSIM_TORCH": "standin"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every layer's K and V landed in blocks 5, 6, 7" in done.stdout + done.stderr
+
+
+def test_a_launch_file(tmp_path):
+    a = program(tmp_path, "who.py", """
+        import os, socket, sys
+        print(sys.argv[1:], os.environ["GREETING"], socket.gethostname() != "")
+    """)
+    (tmp_path / "launch.yaml").write_text(textwrap.dedent("""
+        preset: atlas-a2
+        set: {scale_out.bandwidth: 400Gb/s}
+        nodes:
+          - host_ip: 10.1.1.1
+            device_ips: 192.168.10.1
+          - host_ip: 10.1.1.2
+            device_ips: 192.168.20.1
+        processes:
+          - name: prompt
+            node: 1
+            command: python3 who.py --role p
+            env: {GREETING: hi}
+          - name: decoder
+            command: [python3, who.py, --role, d]
+            env: {GREETING: hello}
+    """))
+    done = launch("-f", str(tmp_path / "launch.yaml"))
+    assert done.returncode == 0, done.stderr
+    assert "[prompt] ['--role', 'p'] hi True" in done.stdout
+    assert "[decoder] ['--role', 'd'] hello True" in done.stdout
+    assert "prompt (node 1)" in done.stderr and "decoder (node 1)" in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "no commands"),
+    (["--", "ls", "-l"], "'ls' is not a Python program"),
+    (["--hosts", "10.0.0.1", "--", "python3", "-c", "1", ":::", "python3", "-c", "2"],
+     "--hosts: 1 addresses for 2 nodes"),
+    (["--hosts", "10.0.0.300", "--", "python3", "-c", "1"], "'10.0.0.300' is not an IPv4"),
+    (["--", "python3", "-c", "1", ":::"], "an empty command"),
+    (["--set", "scale_out.bandwith=1Gb/s", "--", "python3", "-c", "1"], "scale_out.bandwith"),
+    (["--", "ASCEND_RT_VISIBLE_DEVICES=9", "python3", "-c", "1"],
+     "'9' is not a device of its node"),
+])
+def test_bad_usage_is_status_2_with_a_clear_message(args, message):
+    done = launch(*args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_bad_launch_file_names_file_line_and_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("preset: atlas-a2\nprocesses:\n  - name: a\n    comand: python3 x.py\n")
+    done = launch("-f", str(path))
+    assert done.returncode == 2
+    assert f"{path}:4: processes[0].comand: unknown key" in done.stderr
