@@ -135,12 +135,13 @@
 //                                               C LocalCopiesMoveExactlyTheNamedBytes (D→D);
 //                                               R SwapBlocksNeedsEqualBlocksAcrossHostAndDevice
 //  4-29 remap_registered_memory ............... n/a: not modelled (reserved in the spec)
-//  4-30 one LLMDataDist per process ........... C LifecycleAndRoleRules
+//  4-30 one LLMDataDist per process ........... C OneLLMDataDistPerProcess
 //  4-31 link/unlink return codes, ≤16 clusters  C LinkClustersReportsPerClusterAndTakes... (link);
 //                                               R MoreThanSixteenClustersPerCallIsRejected
 //  4-32 switch_role with links → LLM_EXIST_LINK C LifecycleAndRoleRules;
 //                                               R SwitchRoleWithLinksChangesNothing
-//  4-33 switch_role needs EnableSwitchRole .... R SwitchRoleWithLinksChangesNothing
+//  4-33 switch_role needs EnableSwitchRole (v1) C V1SwitchRoleRules; v2 needs none:
+//                                               R SwitchRoleWithLinksChangesNothing
 //
 // Summary: 58 rules. 2 do not apply to kvsim (3.4-7, 4-29). 13 had no test, or only part of
 // one, and are tested here first: 2.3-6 (all entry points), 4-7, 4-10, 4-11, 4-20, 4-23, 4-24,
@@ -920,12 +921,12 @@ TEST_F(RuleCoverage, SwapBlocksNeedsEqualBlocksAcrossHostAndDevice) {
       [&] {
         pm().swap_blocks(dev, host_row, {{0, 0}});
       },
-      "dst", "should be a blocks cache"));
+      "dst", "should be blocks cache"));
   EXPECT_TRUE(RaisesParamInvalid(
       [&] {
         pm().swap_blocks(host_row, dev, {{0, 0}});
       },
-      "src", "should be a blocks cache"));
+      "src", "should be blocks cache"));
   for (const auto* v : all) {
     for (std::uint64_t t : v->tensor_addrs) {
       EXPECT_EQ(read(t, v->desc.size()), pattern(v->desc.size(), t));
