@@ -6,8 +6,8 @@ namespace kvsim::impl {
 
 namespace {
 
-constexpr std::uint32_t kAnyAddress = 0;            // 0.0.0.0
-constexpr std::uint32_t kLoopback = 0x0100007F;     // 127.0.0.1 (ip_to_int order)
+constexpr std::uint32_t kAnyAddress = 0;         // 0.0.0.0
+constexpr std::uint32_t kLoopback = 0x0100007F;  // 127.0.0.1 (ip_to_int order)
 
 // Two bound addresses on one node that bind() would refuse together (same port, and the same
 // address or either one the wildcard).

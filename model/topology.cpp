@@ -36,7 +36,8 @@ std::vector<std::string> addresses(const std::vector<std::string>& plan, const s
   if (!plan.empty()) return plan;
   std::vector<std::string> out;
   const std::uint32_t first = parse_ipv4(base, "base");
-  for (int i = 0; i < count; ++i) out.push_back(format_ipv4(first + static_cast<std::uint32_t>(i) + 1));
+  for (int i = 0; i < count; ++i)
+    out.push_back(format_ipv4(first + static_cast<std::uint32_t>(i) + 1));
   return out;
 }
 

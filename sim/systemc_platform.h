@@ -92,10 +92,10 @@ class SystemcPlatform final : public impl::Platform {
   void job_wait(const std::function<void()>& wait, const std::string& what);
   /// A job suspended in job_wait.
   struct BlockedJob {
-    std::string job;      ///< its SystemC name
-    int process = 0;      ///< the host process it runs for
-    std::string what;     ///< "mutex link c1->c2", "an event", "a sleep"
-    impl::Time since = 0; ///< when it blocked
+    std::string job;       ///< its SystemC name
+    int process = 0;       ///< the host process it runs for
+    std::string what;      ///< "mutex link c1->c2", "an event", "a sleep"
+    impl::Time since = 0;  ///< when it blocked
   };
   /// Every job suspended right now, by name (a launcher's report of who waits on what).
   std::vector<BlockedJob> blocked_jobs() const;

@@ -21,9 +21,9 @@
 #include "impl/status.h"
 #include "impl/types.h"
 #include "model/errors.h"
-#include "python/src/py_kv_cache.h"
 #include "python/src/py_host_memory.h"
 #include "python/src/py_hosting.h"
+#include "python/src/py_kv_cache.h"
 #include "python/src/py_results.h"
 #include "python/src/py_world.h"
 #include "sim/scenario.h"
@@ -1062,7 +1062,8 @@ void bind_world(py::module_& m) {
             return w.platform().node_of(device);
           },
           "device"_a)
-      .def_property_readonly("nodes", [](std::shared_ptr<WorldBox> b) { return live(b).spec().nodes; })
+      .def_property_readonly("nodes",
+                             [](std::shared_ptr<WorldBox> b) { return live(b).spec().nodes; })
       .def_property_readonly("now_ps",
                              [](std::shared_ptr<WorldBox> b) { return live(b).platform().now(); })
       .def_property_readonly(
@@ -1198,18 +1199,18 @@ JobHandle start_job(py::function fn, const std::string& name, int process) {
   state->name = name;
   auto ref = std::make_shared<PyRef>(fn);
   auto body = [state, ref] {
-          {
-            PythonEntry entry;
-            PyObject* r = PyObject_CallNoArgs(ref->get());
-            if (r == nullptr) {
-              py::object value;
-              take_python_error("Exception in kvsim job '" + state->name + "':", &value);
-              state->exception = std::make_unique<PyRef>(value);
-            } else {
-              Py_DECREF(r);
-            }
-          }
-          state->done->set();
+    {
+      PythonEntry entry;
+      PyObject* r = PyObject_CallNoArgs(ref->get());
+      if (r == nullptr) {
+        py::object value;
+        take_python_error("Exception in kvsim job '" + state->name + "':", &value);
+        state->exception = std::make_unique<PyRef>(value);
+      } else {
+        Py_DECREF(r);
+      }
+    }
+    state->done->set();
   };
   if (process < 0) {
     p.spawn("py_" + name, std::move(body));

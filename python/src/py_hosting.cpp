@@ -13,8 +13,8 @@ namespace py = pybind11;
 using namespace pybind11::literals;
 
 void bind_hosting(py::module_& m) {
-  auto world = py::reinterpret_borrow<py::class_<WorldBox, std::shared_ptr<WorldBox>>>(
-      m.attr("World"));
+  auto world =
+      py::reinterpret_borrow<py::class_<WorldBox, std::shared_ptr<WorldBox>>>(m.attr("World"));
   world
       .def(
           "add_process",
@@ -48,8 +48,8 @@ void bind_hosting(py::module_& m) {
             py::list out;
             for (const auto& job : live(b).platform().blocked_jobs()) {
               const auto it = stacks.find(job.job);
-              out.append(py::dict("job"_a = job.job, "process"_a = job.process,
-                                  "what"_a = job.what, "since_ps"_a = job.since,
+              out.append(py::dict("job"_a = job.job, "process"_a = job.process, "what"_a = job.what,
+                                  "since_ps"_a = job.since,
                                   "stack"_a = it == stacks.end() ? std::string() : it->second));
             }
             return out;
@@ -77,8 +77,7 @@ void bind_hosting(py::module_& m) {
           "Finalizes the initialized LLMDataDists of a host process (the library's atexit "
           "handler); returns how many.");
   m.def(
-      "current_process",
-      [] { return live(current_world()).platform().current_process(); },
+      "current_process", [] { return live(current_world()).platform().current_process(); },
       "The host process whose code runs (0: the script itself).");
   m.def("_set_process_switch", &set_process_switch, "callback"_a,
         "callback(process) runs whenever the process whose Python code runs changes.");

@@ -457,15 +457,19 @@ TEST_F(CachesLinks, V1SwitchRoleRules) {
   EXPECT_TRUE(RaisesParamInvalid([&] { d->switch_role(LLMRole::DECODER); }, "role"));
   EXPECT_TRUE(RaisesParamInvalid([&] { d->switch_role(LLMRole::PROMPT); }, "switch_options"));
   const std::string listen = platform_.host_ip(1) + ":27000";
-  EXPECT_TRUE(RaisesLLM([&] { d->switch_role(LLMRole::PROMPT, {{"llm.listenIpInfo", listen}}); },
-                        LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "switch_role"));
-  auto e = make_dist(LLMRole::DECODER, 3, 9, false,
-                     {{impl::kOptionEnableCacheManager, "0"}, {impl::kOptionEnableSwitchRole, "1"}});
+  EXPECT_TRUE(RaisesLLM(
+      [&] {
+        d->switch_role(LLMRole::PROMPT, {{"llm.listenIpInfo", listen}});
+      },
+      LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "switch_role"));
+  auto e =
+      make_dist(LLMRole::DECODER, 3, 9, false,
+                {{impl::kOptionEnableCacheManager, "0"}, {impl::kOptionEnableSwitchRole, "1"}});
   e->switch_role(LLMRole::PROMPT, {{"llm.listenIpInfo", listen}});
   EXPECT_EQ(e->role(), LLMRole::PROMPT);
   // A v1 prompt needs its listen address at init (EngineConfig.gen_cluster_info_if_not_exist).
-  EXPECT_TRUE(RaisesParamInvalid([&] { make_dist(LLMRole::PROMPT, 4, 1, false, v1); },
-                                 "llm.listenIpInfo"));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { make_dist(LLMRole::PROMPT, 4, 1, false, v1); }, "llm.listenIpInfo"));
 }
 
 // The API generation follows the library's options (§1, v2/llm_datadist.py
@@ -473,8 +477,9 @@ TEST_F(CachesLinks, V1SwitchRoleRules) {
 TEST_F(CachesLinks, GenerationFollowsTheLibrarysOptions) {
   auto plain = make_dist(LLMRole::DECODER, 1, 0, false, {{impl::kOptionEnableCacheManager, "0"}});
   EXPECT_EQ(plain->core()->version(), impl::ApiVersion::kV1);
-  EXPECT_TRUE(RaisesParamInvalid([&] { plain->cache_manager(); }, "cache_manager",
-                                 "is not supported when llm.EnableCacheManager is not configured."));
+  EXPECT_TRUE(
+      RaisesParamInvalid([&] { plain->cache_manager(); }, "cache_manager",
+                         "is not supported when llm.EnableCacheManager is not configured."));
   auto comm_res = make_dist(LLMRole::DECODER, 2, 1, false, {{impl::kOptionLocalCommRes, ""}});
   EXPECT_EQ(comm_res->core()->version(), impl::ApiVersion::kV2);
   EXPECT_TRUE(comm_res->core()->options().enable_remote_cache_accessible);
@@ -486,18 +491,27 @@ TEST_F(CachesLinks, GenerationFollowsTheLibrarysOptions) {
       "llm.LocalCommRes"));
   // llm.TransferBackend: the cache manager, remote-accessible caches and a listen address.
   EXPECT_TRUE(RaisesParamInvalid(
-      [&] { make_dist(LLMRole::DECODER, 4, 3, false, {{impl::kOptionTransferBackend, "hixl"}}); },
+      [&] {
+        make_dist(LLMRole::DECODER, 4, 3, false, {{impl::kOptionTransferBackend, "hixl"}});
+      },
       "llm.TransferBackend", "listenIpInfo"));
   EXPECT_TRUE(RaisesLLM(
-      [&] { make_dist(LLMRole::DECODER, 5, 4, true, {{impl::kOptionTransferBackend, "adxl"}}); },
+      [&] {
+        make_dist(LLMRole::DECODER, 5, 4, true, {{impl::kOptionTransferBackend, "adxl"}});
+      },
       LLMStatusCode::LLM_FAILED, "llm.TransferBackend"));
   auto hixl = make_dist(LLMRole::DECODER, 6, 5, true, {{impl::kOptionTransferBackend, "hixl"}});
   EXPECT_TRUE(hixl->core()->options().enable_remote_cache_accessible);
-  EXPECT_TRUE(RaisesLLM([&] { hixl->link("d", {{6, 0}, {7, 1}}, "{}"); },
-                        LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "link"));
+  EXPECT_TRUE(RaisesLLM(
+      [&] {
+        hixl->link("d", {{6, 0}, {7, 1}}, "{}");
+      },
+      LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "link"));
   // kvsim options cannot choose the generation.
   EXPECT_TRUE(RaisesParamInvalid(
-      [&] { make_dist(LLMRole::DECODER, 8, 6, false, {{"kvsim.ApiVersion", "1"}}); },
+      [&] {
+        make_dist(LLMRole::DECODER, 8, 6, false, {{"kvsim.ApiVersion", "1"}});
+      },
       "kvsim.ApiVersion"));
 }
 
@@ -510,13 +524,19 @@ TEST_F(CachesLinks, OneLLMDataDistPerProcess) {
   world_.platform().run_as(process, [&] {
     first.init({{impl::kOptionDeviceId, "1"}, {impl::kOptionEnableCacheManager, "1"}});
     EXPECT_EQ(first.core()->device(), 1);
-    EXPECT_TRUE(RaisesLLM([&] { second.init({{impl::kOptionDeviceId, "0"}}); },
-                          LLMStatusCode::LLM_FAILED, "init", "Cannot init multiple LLMDataDists"));
+    EXPECT_TRUE(RaisesLLM(
+        [&] {
+          second.init({{impl::kOptionDeviceId, "0"}});
+        },
+        LLMStatusCode::LLM_FAILED, "init", "Cannot init multiple LLMDataDists"));
   });
   first.finalize();
   world_.platform().run_as(process, [&] {
-    EXPECT_TRUE(RaisesParamInvalid([&] { second.init({{impl::kOptionDeviceId, "2"}}); },
-                                   "ge.exec.deviceId", "not a device of this process"));
+    EXPECT_TRUE(RaisesParamInvalid(
+        [&] {
+          second.init({{impl::kOptionDeviceId, "2"}});
+        },
+        "ge.exec.deviceId", "not a device of this process"));
     second.init({{impl::kOptionDeviceId, "0"}});
   });
   EXPECT_EQ(second.core()->device(), 0);
@@ -524,8 +544,8 @@ TEST_F(CachesLinks, OneLLMDataDistPerProcess) {
   impl::LLMDataDist fourth(platform_, world_.directory(), LLMRole::DECODER, 4);
   third.init({{impl::kOptionDeviceId, "8"}});
   fourth.init({{impl::kOptionDeviceId, "9"}});
-  ASSERT_EQ(world_.directory().diagnostics().count(impl::DiagnosticKind::kSeveralDataDistsInProcess),
-            1u);
+  ASSERT_EQ(
+      world_.directory().diagnostics().count(impl::DiagnosticKind::kSeveralDataDistsInProcess), 1u);
   impl::LLMDataDist strict(platform_, world_.directory(), LLMRole::DECODER, 5);
   const std::map<std::string, std::string> strict_options = {{impl::kOptionDeviceId, "10"},
                                                              {"kvsim.Strict", "1"}};
@@ -550,7 +570,9 @@ TEST_F(CachesLinks, ListenAddressesAreTheHosts) {
   EXPECT_TRUE(RaisesLLM([&] { with_listen(4, 3, platform_.host_ip(0) + ":27001"); },
                         LLMStatusCode::LLM_FAILED, "llm.listenIpInfo", "in use"));
   EXPECT_TRUE(RaisesStrict(
-      [&] { with_listen(5, 4, platform_.device_ip(4) + ":27005", {{"kvsim.Strict", "1"}}); },
+      [&] {
+        with_listen(5, 4, platform_.device_ip(4) + ":27005", {{"kvsim.Strict", "1"}});
+      },
       impl::DiagnosticKind::kListenOnDeviceAddress, "llm.listenIpInfo"));
   auto other_node = with_listen(6, 8, platform_.host_ip(1) + ":27001");  // another host
   // 0.0.0.0 answers on the host's address, and 127.0.0.1 from the same node.
