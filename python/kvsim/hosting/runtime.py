@@ -11,6 +11,7 @@ import atexit
 import builtins
 import datetime as _datetime
 import importlib.machinery
+import importlib.util
 import io
 import os
 import random
@@ -347,6 +348,7 @@ class Runtime:
             if spec.submodule_search_locations:
                 spec = importlib.util.find_spec(what + ".__main__")
             main.__file__, main.__spec__ = spec.origin, spec
+            process.argv[0] = spec.origin  # as python3 -m sets sys.argv[0]
             first = process.cwd
         else:
             first = ""
