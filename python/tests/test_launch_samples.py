@@ -205,11 +205,10 @@ def test_program_runs_and_verifies_its_bytes(program, runs):
 
 def test_gloo_rank_0_off_the_master_host_fails_at_the_rendezvous(tmp_path):
     """push_cache.py, like the official samples, puts the gloo rendezvous (MASTER_ADDR) on the
-    lower host address and gives rank 0 to the prompt. With the prompt on the higher host, rank
-    0 cannot serve the rendezvous: the launch fails in init_process_group, before any transfer.
-    kvsim reports that as a failed bind (README, "Run your program on kvsim"); real torch's
-    TCPStore listens on every address and both ranks time out connecting, so either error is
-    accepted for rank 0."""
+    lower host address and gives rank 0 to the prompt. With the prompt on the higher host, its
+    TCPStore serves on its own host (every address), so nobody finds a server at MASTER_ADDR:
+    both ranks time out connecting, as Debian's torch 1.13 does between two network namespaces,
+    and the launch fails in init_process_group, before any transfer."""
     path = os.path.join(EXAMPLES, "push_cache.py")
     args = ["--hosts", "10.10.10.1,10.10.10.2", "--",
             "python3", path, "--role", "d", "--local_host_ip", "10.10.10.1",
@@ -219,13 +218,11 @@ def test_gloo_rank_0_off_the_master_host_fails_at_the_rendezvous(tmp_path):
     done = launch(args, tmp_path)
     text = (done.stdout + done.stderr).decode()
     assert done.returncode == 1, text
-    bind = ("RuntimeError: The server socket has failed to bind to 10.10.10.1:29610 (errno: 99 - "
-            "Cannot assign requested address).")
     timeout = ("TimeoutError: The client socket has timed out after 20s while trying to connect "
                "to (10.10.10.1, 29610).")
-    assert f"[p1] {bind}" in text or f"[p1] {timeout}" in text, text
     for process in ("p0", "p1"):
+        assert f"[{process}] {timeout}" in text, text
         assert f"[{process}]     dist.init_process_group(" in text
-    assert "kvsim launch: p0 (node 0) exited 1 at t=20.000000 s" in text  # the group's timeout
-    assert "kvsim launch: p1 (node 1) exited 1 at t=" in text
+    for process, node in (("p0", 0), ("p1", 1)):  # the group's timeout
+        assert f"kvsim launch: {process} (node {node}) exited 1 at t=20.000000 s" in text
     assert "pushed row" not in text and "prompt verified" not in text

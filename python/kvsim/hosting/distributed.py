@@ -4,14 +4,13 @@ Hosted programs synchronise as the official samples do: ``init_process_group`` (
 ``env://`` with MASTER_ADDR/MASTER_PORT or ``tcp://``), ``barrier``, ``broadcast``,
 ``all_gather``, ``all_reduce`` and the object collectives. Processes that name the same
 rendezvous address form a group; a collective ends for every member COLLECTIVE_LATENCY after the
-last member called it. As with gloo, rank 0 serves the rendezvous, so it must run on the host
-that owns MASTER_ADDR; a member that waits longer than the group's timeout gets gloo's
-RuntimeError. With real torch, ``patch(torch.distributed)`` puts these functions in place of
+last member called it. As with gloo, rank 0 serves the rendezvous on its own host, so the
+members find it only if it runs on the host that owns MASTER_ADDR; a member that waits longer
+than the group's timeout gets torch's error. With real torch, ``patch(torch.distributed)`` puts these functions in place of
 torch's; the numpy stand-in imports them as its torch.distributed.
 """
 import datetime
 import pickle
-import socket
 
 import kvsim
 from kvsim import _core
@@ -91,7 +90,8 @@ class _State:
         self.sequence = {}             # id(group) -> next sequence number
 
 
-_rendezvous = {}                       # (host, port) -> _Rendezvous, for the current world
+# Rendezvous servers by (host, port) and the events that tell clients one is up, per world.
+_rendezvous = {"servers": {}, "up": {}}
 _rendezvous_world = [None]
 
 
@@ -102,7 +102,8 @@ def _state():
 def _rendezvous_table():
     world = _core.current_world()
     if _rendezvous_world[0] is not world:
-        _rendezvous.clear()
+        _rendezvous["servers"].clear()
+        _rendezvous["up"].clear()
         _rendezvous_world[0] = world
     return _rendezvous
 
@@ -147,22 +148,34 @@ def _int_from(value, env_name):
     return int(text)
 
 
-def _serves(host):
-    """True if the calling process's host can bind `host` (the rendezvous server's address)."""
+def _server_host(host):
+    """Which host a member reaches at `host`: a node of the world (its host address, or the
+    member's own for a loopback name), or the name itself outside a launch."""
     ctx = context.current()
-    if ctx is None or host in _LOCAL or host.startswith("file://"):
-        return True
-    try:
-        resolved = socket.gethostbyname(host)
-    except OSError:
-        return False
-    return resolved == ctx.host_ip
+    if ctx is None or host.startswith("file://"):
+        return host
+    if host in _LOCAL:
+        return ctx.node
+    world = _core.current_world()
+    for node in range(world.nodes):
+        if world.host_ip(node) == host:
+            return node
+    return None  # an address no simulated host has
+
+
+def _event(table, key):
+    if key not in table:
+        table[key] = kvsim.Event()
+    return table[key]
 
 
 def init_process_group(backend=None, init_method=None, timeout=default_pg_timeout,
                        world_size=-1, rank=-1, store=None, group_name="", pg_options=None):
     """Joins the group of the processes that name the same rendezvous; returns when all
-    world_size members have joined (RuntimeError after `timeout`)."""
+    world_size members have joined. As torch's TCPStore: rank 0 serves the rendezvous on every
+    address of its own host, and every member (rank 0 too) connects to MASTER_ADDR; a member that
+    finds no server there times out with the client socket's TimeoutError, one that finds it
+    waits for the others (RuntimeError after `timeout`)."""
     state = _state()
     if state.group is not None:
         raise RuntimeError("trying to initialize the default process group twice!")
@@ -172,27 +185,38 @@ def init_process_group(backend=None, init_method=None, timeout=default_pg_timeou
     if not 0 <= rank < world_size:
         raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, "
                          f"{world_size - 1}]")
-    if rank == 0 and not _serves(host):
-        raise RuntimeError(f"The server socket has failed to bind to {host}:{port} (errno: 99 - "
-                           "Cannot assign requested address).")
+    seconds = _timeout_seconds(timeout)
+    deadline = _core.now_ps() * 1e-12 + seconds
     table = _rendezvous_table()
-    rdv = table.get((host, port))
-    if rdv is None:
-        rdv = table[(host, port)] = _Rendezvous((host, port), world_size)
+    ctx = context.current()
+    if rank == 0:
+        key = (ctx.node if ctx is not None else _server_host(host), port)
+        if key in table["servers"]:
+            raise RuntimeError(f"The server socket has failed to listen on any local network "
+                               f"address. port: {port}, useIpv6: 0, code: -98, name: EADDRINUSE, "
+                               "message: address already in use")
+        table["servers"][key] = _Rendezvous(key, world_size)
+        _event(table["up"], key).set()
+    target = (_server_host(host), port)
+    _waiting(f"torch.distributed.init_process_group: connecting to {host}:{port}")
+    if target[0] is None or not _event(table["up"], target).wait(
+            max(0.0, deadline - _core.now_ps() * 1e-12)):
+        raise TimeoutError(f"The client socket has timed out after {seconds:g}s while trying to "
+                           f"connect to ({host}, {port}).")
+    rdv = table["servers"][target]
     if rdv.world_size != world_size:
         raise RuntimeError(f"kvsim launch: world_size {world_size} disagrees with {rdv.world_size} "
-                           f"given by another member of {host}:{port}")
-    name = context.current().name if context.current() is not None else "script"
+                           f"given by rank 0 of {host}:{port}")
+    name = ctx.name if ctx is not None else "script"
     if rank in rdv.members:
         raise RuntimeError(f"kvsim launch: rank {rank} of {host}:{port} is taken by "
                            f"'{rdv.members[rank]}'")
     rdv.members[rank] = name
-    seconds = _timeout_seconds(timeout)
     if len(rdv.members) == world_size:
         rdv.complete.set()
     _waiting(f"torch.distributed.init_process_group({host}:{port}, rank {rank}: "
              f"{len(rdv.members)} of {world_size} joined)")
-    if not rdv.complete.wait(seconds):
+    if not rdv.complete.wait(max(0.0, deadline - _core.now_ps() * 1e-12)):
         missing = sorted(set(range(world_size)) - set(rdv.members))
         raise RuntimeError(f"Timed out initializing process group in store based barrier on rank "
                            f"{rank}, for key: store_based_barrier_key:1 (world_size={world_size}, "
