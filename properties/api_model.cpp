@@ -9,15 +9,29 @@ void showValue(const ModelKey& k, std::ostream& os) {
      << ")";
 }
 
-const std::vector<int>& Model::table_of(int peer) {
-  auto& t = table[peer];
+const std::vector<int>& Model::table_of(int a, int b) {
+  auto& t = table[a][b];
   if (!t) {
     t.emplace();
     for (std::size_t i = 0; i < caches.size(); ++i) {
-      if (caches[i].live && caches[i].process == peer) t->push_back(static_cast<int>(i));
+      if (caches[i].live && caches[i].process == b) t->push_back(static_cast<int>(i));
     }
   }
   return *t;
+}
+
+// hixl link_msg_handler.cc LinkMsgHandler::LinkCluster: the server's ExchangeInfoProcess runs
+// with force_link (the client holds no entity), destroying an entity it still holds for the
+// client and making a new one; hixl_transfer_engine.cc HixlTransferEngine::LinkCluster makes the
+// client's entity only. Each new side starts with an unread remote table.
+void Model::connect(int client, int server) {
+  const auto side = [&](int a, int b) {
+    linked[a][b] = true;
+    ++link_generation[a][b];
+    table[a][b].reset();
+  };
+  side(client, server);
+  if (!hixl) side(server, client);
 }
 
 std::optional<std::pair<int, int>> Model::find_key(int process, const ModelKey& key) const {
@@ -42,8 +56,12 @@ void Model::remove_key(int process, const ModelKey& key) {
   if (c.pending && !c.has_keys()) c.pending = false;
 }
 
-bool Model::v1_transfer_on_link(int peer) const {
-  const std::pair<int, int> link{peer, link_generation[peer]};
+bool Model::v1_transfer_on_link(int a, int b) const {
+  // Tasks are the prompt's: they count on the prompt's side to a decoder, which is either end.
+  if ((a == 0) == (b == 0)) return false;
+  const int peer = a == 0 ? b : a;
+  if (!linked[0][peer]) return false;
+  const std::pair<int, int> link{peer, link_generation[0][peer]};
   return std::any_of(tasks.begin(), tasks.end(), [&](const ModelTask& t) {
     return !t.done && std::find(t.v1_links.begin(), t.v1_links.end(), link) != t.v1_links.end();
   });
@@ -55,7 +73,9 @@ ModelCache Model::fresh(int process, bool blocks, bool allocated, bool host) con
   c.blocks = blocks;
   c.allocated = allocated;
   c.host = host;
-  c.remote_accessible = !any_link(process) && !host;  // §4: HOST defaults to False
+  // §4: DEVICE defaults to remote accessible, HOST not; link_clusters leaves the default alone
+  // (hixl v2/cache_manager.py: only link(), the comm-domain API, sets set_is_call_linked).
+  c.remote_accessible = !host;
   const int handle = static_cast<int>(caches.size());
   for (int t = 0; t < tensors(); ++t) c.tensors.push_back(pattern(tensor_bytes(), seed(handle, t)));
   return c;
@@ -71,9 +91,16 @@ void Model::copy_rows(int src, int s, int dst, int d, int st, int count, int dt)
 }
 
 void showValue(const Model& m, std::ostream& os) {
-  os << "caches of " << m.tensors() << " tensors, shape [" << m.rows << ", " << m.width << "] INT8"
-     << (m.remote ? ", remote accessible" : "") << (m.strict ? ", strict" : "")
-     << (m.staging ? ", 128 MiB device pool" : "") << (m.v1 ? ", v1" : "");
+  os << "caches of " << m.tensors() << " tensors, shape [" << m.rows << ", " << m.width
+     << "] INT8; init options ";
+  engine_rules::showValue(m.init, os);
+  os << " ("
+     << (m.v1     ? "v1"
+         : m.hixl ? "v2 hixl"
+                  : "v2")
+     << (m.remote ? ", remote accessible" : "") << ")"
+     << (m.switch_role_option ? ", llm.EnableSwitchRole" : "") << (m.strict ? ", strict" : "")
+     << (m.staging ? ", 128 MiB device pool" : "");
 }
 
 int next_covered(const ModelTask& t, int from, int layers) {

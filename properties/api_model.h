@@ -1,6 +1,7 @@
 // The pure reference model of property 4 (api_state_prop.cpp): what the prompt process and the two
-// decoders hold (caches, keys, links, the remote cache tables of remote-accessible mode, tasks) and
-// the bookkeeping rules that several commands share. The per-call rules live in the commands.
+// decoders hold (caches, keys, roles, listen addresses, the sides of links each holds, the remote
+// cache tables of remote-accessible mode, tasks) and the bookkeeping rules that several commands
+// share. The per-call rules live in the commands.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "impl/status.h"
 #include "impl/types.h"
+#include "properties/engine_rules.h"
 
 namespace kvsim::properties::api_model {
 
@@ -85,49 +87,73 @@ struct ModelTask {
   int next_layer = 0;  ///< the layer whose synchronize_layer is waiting (when !done)
   bool done = false;
   std::map<std::uint64_t, LLMStatusCode> slots{};
-  /// v1: (decoder, link generation) of each link its configs used when it started.
+  /// v1: (decoder, generation) of each side of the prompt its configs named when it started.
   std::vector<std::pair<int, int>> v1_links{};
 };
+
+/// Where a process listens: at the address it was initialized with, or at the other one a
+/// switch_role may move it to (both on its node's host, ports 26000 + device and 27000 + device).
+enum class Address { kInit, kMoved };
 
 /// Everything the commands' rules read and write; copied per command, so plain values only.
 struct Model {
   int layers = 1;
   int rows = 1;
   int width = 64;
-  bool remote = false;  ///< llm.EnableRemoteCacheAccessible=1 on every process
+  /// The generation options every process passes to init (each listens at its init address).
+  engine_rules::InitOptions init{};
+  /// What the rules make of `init` (engine_rules::init): the generation, remote-accessible caches
+  /// (llm.EnableRemoteCacheAccessible in force), the hixl backend.
+  bool v1 = false;
+  bool remote = false;
+  bool hixl = false;
   bool strict = false;  ///< kvsim.Strict=1 on every process
   /// The prompt's device pool is 128 MiB rather than 4 MiB: enough to stage D2H / H2D pulls (§4).
   bool staging = false;
-  bool v1 = false;          ///< kvsim.ApiVersion=1 on every process (never remote-accessible)
-  bool prompt_role = true;  ///< the prompt process's role is PROMPT (v1 transfers need it)
-  /// Links made so far to each decoder: a v1 task counts on the link it started on (§3.5).
-  int link_generation[kProcesses] = {0, 0, 0};
+  bool switch_role_option = false;  ///< llm.EnableSwitchRole=1 on every process (v1 needs it)
+  impl::LLMRole role[kProcesses] = {impl::LLMRole::PROMPT, impl::LLMRole::DECODER,
+                                    impl::LLMRole::DECODER};
+  /// Where each process listens, if it does.
+  std::optional<Address> listening[kProcesses] = {Address::kInit, Address::kInit, Address::kInit};
+  /// linked[a][b]: process a holds a side (a Link) to process b. The comm backend gives both
+  /// sides of a link_clusters a side; hixl the client only.
+  bool linked[kProcesses][kProcesses] = {};
+  /// Sides made so far from a to b: a v1 task counts on the side it started on (§3.5).
+  int link_generation[kProcesses][kProcesses] = {};
   std::vector<ModelCache> caches{};
   std::vector<ModelTask> tasks{};
-  bool linked[kProcesses] = {false, false, false};  ///< prompt <-> decoder (index 1, 2)
-  bool listening[kProcesses] = {false, true, true};
-  /// Remote-accessible mode: the prompt's table of a decoder's caches (handles), read at the first
-  /// access of the link and never refreshed (§5).
-  std::optional<std::vector<int>> table[kProcesses]{};
+  /// Remote-accessible mode: a's table of b's caches (handles), read at the first access of a's
+  /// side and never refreshed (§5).
+  std::optional<std::vector<int>> table[kProcesses][kProcesses]{};
   /// Keys pulled or removed so far (generation reuses them: a used-up key must stay gone).
   std::vector<ModelKey> used_keys{};
 
   /// Whether `process` has a device pool: the prompt always, decoders outside remote-accessible
   /// mode (so that no push can write into pool memory that a later allocation reuses).
   bool has_pool(int process) const { return process == 0 || !remote; }
-  /// The prompt's table of `peer`, read now if not yet.
-  const std::vector<int>& table_of(int peer);
+  /// Whether `process` can stage a D2H / H2D pull: a device pool of 100 MiB or more (§4).
+  bool can_stage(int process) const { return process == 0 && staging; }
+  /// a's table of b, read now if not yet.
+  const std::vector<int>& table_of(int a, int b);
   /// Handle and row of the cache of `process` (live or pending) whose row carries `key`.
   std::optional<std::pair<int, int>> find_key(int process, const ModelKey& key) const;
   /// remove_cache_key on `process`: the key goes; a pending cache goes with its last key.
   void remove_key(int process, const ModelKey& key);
-  /// v1: whether a task in flight started on the current link to `peer` (a pull there overlaps).
-  bool v1_transfer_on_link(int peer) const;
+  /// A link_clusters from `client` to `server` succeeded: the sides it leaves (a new side
+  /// replaces one the server still held for the client).
+  void connect(int client, int server);
+  /// v1: whether a task in flight counts on a's current side to b or on b's current side to a
+  /// (a pull there overlaps it whichever end pulls, §3.5).
+  bool v1_transfer_on_link(int a, int b) const;
 
   int tensors() const { return 2 * layers; }
   std::uint64_t tensor_bytes() const { return static_cast<std::uint64_t>(rows * width); }
+  /// Whether `process` holds any side (its own link, or the server side of another's).
   bool any_link(int process) const {
-    return process == 0 ? linked[1] || linked[2] : linked[process];
+    for (int q = 0; q < kProcesses; ++q) {
+      if (linked[process][q]) return true;
+    }
+    return false;
   }
   bool has(int handle) const {
     return handle >= 0 && static_cast<std::size_t>(handle) < caches.size();

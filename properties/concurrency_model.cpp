@@ -72,13 +72,16 @@ struct Mutex {
   std::deque<std::size_t> waiters{};
 };
 
-// One incarnation of the link to a cluster (a relink makes a new one, with a new mutex).
+// One side of a link: the Link object a process holds for its peer (a relink makes a new one,
+// with a new mutex). Under the comm backend both processes hold a side; under hixl only the
+// client.
 struct Link {
-  int cluster = 0;
+  int owner = 0;
+  int peer = 0;
   std::size_t mutex = 0;
   bool up = true;
   int active_pulls = 0;      // v1: pulls between their overlap check and their return
-  int active_transfers = 0;  // v1: tasks in flight that named this link at their call
+  int active_transfers = 0;  // v1: tasks in flight that named this side at their call
 };
 
 // A simulated thread: an operation's caller, or the background job of a transfer_cache_async.
@@ -98,11 +101,11 @@ struct Thread {
   // link_clusters: whether this call may create the link after its handshake.
   bool candidate = false;
   std::size_t caller = 0;               // the job's caller thread
-  std::vector<std::size_t> v1_links{};  // v1 job: the links it counts as in flight on
-  bool owns_link_op = false;            // v1 link/unlink: holds the link-operation lock
+  std::vector<std::size_t> v1_links{};  // v1 job: the sides it counts as in flight on
+  bool owns_link_op = false;            // v1 link/unlink: holds its process's link-operation lock
   bool waiting_link_op = false;         // v1 link/unlink: waits for it
   Time link_op_deadline = 0;
-  bool counted_pull = false;  // v1 pull: counted in its link's active_pulls
+  bool counted_pull = false;  // v1 pull: counted in its side's active_pulls
 };
 
 constexpr int kDone = -1;
@@ -111,11 +114,8 @@ class Run {
  public:
   Run(const ProgramSpec& program, const Durations& durations, Chooser& chooser)
       : p_(program), d_(durations), chooser_(chooser) {
-    transfer_mutex(0);
-    for (int cluster : p_.linked_at_start) {
-      current_[cluster] = new_link(cluster, true);
-      peer_link_[cluster] = new_link(cluster, false);
-    }
+    transfer_mutex(p_.prompt_cluster);
+    for (const auto& [client, server] : p_.linked_at_start) connect(client, server);
     out_.ops.resize(p_.ops.size());
     for (std::size_t i = 0; i < p_.ops.size(); ++i) {
       threads_.push_back(Thread{});
@@ -145,37 +145,55 @@ class Run {
   }
 
  private:
-  // A new link between the prompt and `cluster`: the prompt's side, or the decoder's.
-  std::size_t new_link(int cluster, bool prompt_side) {
-    const std::string a = std::to_string(p_.prompt_cluster);
-    const std::string b = std::to_string(cluster);
-    mutexes_.push_back({prompt_side ? "link c" + a + "->c" + b : "link c" + b + "->c" + a});
-    links_.push_back({cluster, mutexes_.size() - 1, true});
+  // The cluster of the process that calls `op`.
+  int self(const OpSpec& op) const { return op.issuer == 0 ? p_.prompt_cluster : op.issuer; }
+  int self_of(std::size_t t) const { return self(p_.ops[threads_[t].op]); }
+  // v1 roles: the prompt is PROMPT, every decoder DECODER (the property never switches them).
+  bool is_decoder(int cluster) const { return cluster != p_.prompt_cluster; }
+
+  // A new side: `owner`'s Link to `peer`, with its own mutex.
+  std::size_t new_side(int owner, int peer) {
+    mutexes_.push_back({"link c" + std::to_string(owner) + "->c" + std::to_string(peer)});
+    links_.push_back({owner, peer, mutexes_.size() - 1, true});
+    sides_[{owner, peer}] = links_.size() - 1;
     return links_.size() - 1;
   }
 
-  // The process-wide transfer mutex of the prompt (issuer 0) or of a decoder.
-  std::size_t transfer_mutex(int issuer) {
-    const auto it = transfer_mutexes_.find(issuer);
-    if (it != transfer_mutexes_.end()) return it->second;
-    const int cluster = issuer == 0 ? p_.prompt_cluster : issuer;
-    mutexes_.push_back({"transfer c" + std::to_string(cluster)});
-    transfer_mutexes_[issuer] = mutexes_.size() - 1;
-    return mutexes_.size() - 1;
+  // Takes `owner`'s side to `peer` down, if it has one, without its mutex: the message that drops
+  // it arrives while calls on that side may be under way (CommEntityManager::DestroyEntity).
+  void drop_side(int owner, int peer) {
+    const auto it = sides_.find({owner, peer});
+    if (it == sides_.end()) return;
+    links_[it->second].up = false;
+    sides_.erase(it);
   }
 
-  // The issuer's side of its live link to `peer`: the prompt's to a decoder, or a decoder's to the
-  // prompt (links between decoders never exist).
-  std::optional<std::size_t> find_link(int issuer, int peer) const {
-    if (issuer == 0) {
-      const auto it = current_.find(peer);
-      if (it == current_.end()) return std::nullopt;
-      return it->second;
-    }
-    if (peer != p_.prompt_cluster) return std::nullopt;
-    const auto it = peer_link_.find(issuer);
-    if (it == peer_link_.end()) return std::nullopt;
+  // The sides a successful link_clusters from `client` to `server` leaves. The comm backend
+  // (hixl link_msg_handler.cc, LinkMsgHandler::LinkCluster → the server's ExchangeInfoProcess
+  // with force_link set because the client holds no entity) gives the server a side too,
+  // replacing one it still held for the client; the hixl backend
+  // (hixl_transfer_engine.cc, HixlTransferEngine::LinkCluster) gives the client's only.
+  void connect(int client, int server) {
+    new_side(client, server);
+    if (p_.hixl) return;
+    drop_side(server, client);
+    new_side(server, client);
+  }
+
+  // `owner`'s live side to `peer` (links exist between the prompt and its decoders only).
+  std::optional<std::size_t> find_link(int owner, int peer) const {
+    const auto it = sides_.find({owner, peer});
+    if (it == sides_.end()) return std::nullopt;
     return it->second;
+  }
+
+  // The process-wide transfer mutex of a process.
+  std::size_t transfer_mutex(int cluster) {
+    const auto it = transfer_mutexes_.find(cluster);
+    if (it != transfer_mutexes_.end()) return it->second;
+    mutexes_.push_back({"transfer c" + std::to_string(cluster)});
+    transfer_mutexes_[cluster] = mutexes_.size() - 1;
+    return mutexes_.size() - 1;
   }
 
   // Takes `m` for thread `t`: true if it got it now, false if it queued (resumed when granted).
@@ -213,11 +231,12 @@ class Run {
     Thread& th = threads_[t];
     if (th.counted_pull) --links_[*th.link].active_pulls;
     if (th.owns_link_op) {
-      // The lock's end wakes every waiter; the first to run takes it.
+      // The lock's end wakes every waiter of the process; the first to run takes it.
+      const int me = self_of(t);
       th.owns_link_op = false;
-      link_op_owner_.reset();
-      for (std::size_t w : link_op_waiters_) ready_.push_back(w);
-      link_op_waiters_.clear();
+      link_op_owner_.erase(me);
+      for (std::size_t w : link_op_waiters_[me]) ready_.push_back(w);
+      link_op_waiters_[me].clear();
     }
     th.pc = kDone;
     out_.ops[th.op].raised = raised;
@@ -249,11 +268,12 @@ class Run {
     out_.batches.push_back(b);
   }
 
-  // transfer_layer (§3.4) as states 100-103; on return, th.status holds its status and the
-  // thread continues at `after`. Returns false when the thread blocked.
+  // transfer_layer (§3.4) as states 100-103 over the caller's own side; on return, th.status
+  // holds its status and the thread continues at `after`. Returns false when the thread blocked.
   bool transfer_layer(std::size_t t, int cluster, int config, int after) {
     Thread& th = threads_[t];
-    const std::size_t process = transfer_mutex(p_.ops[th.op].issuer);
+    const int me = self_of(t);
+    const std::size_t process = transfer_mutex(me);
     switch (th.pc) {
       case 100:
         th.layer_start = now_;
@@ -261,7 +281,7 @@ class Run {
         if (!lock(t, process)) return false;
         [[fallthrough]];
       case 101: {
-        const std::optional<std::size_t> found = find_link(p_.ops[th.op].issuer, cluster);
+        const std::optional<std::size_t> found = find_link(me, cluster);
         if (!found) {
           unlock(t, process);
           th.status = LLMStatusCode::LLM_NOT_YET_LINK;
@@ -315,9 +335,21 @@ class Run {
         link(t, op);
         return;
       case OpKind::kUnlink:
-        unlink(t, op);
+        if (p_.v1) {
+          unlink_v1(t, op);
+        } else {
+          unlink_v2(t, op);
+        }
         return;
     }
+  }
+
+  // v1: whether a side or its peer's end (the peer's current side to its owner) has `count` > 0;
+  // v1 forbids a pull and a transfer_cache_async on one link whichever end calls them (§3.5).
+  bool either_end(std::size_t side, int Link::*count) const {
+    const Link& l = links_[side];
+    const std::optional<std::size_t> other = find_link(l.peer, l.owner);
+    return l.*count > 0 || (other && links_[*other].*count > 0);
   }
 
   // transfer_cache_async's synchronous part (§3.1, §3.5), then get_results() waits for the job.
@@ -328,8 +360,9 @@ class Run {
       finish(t, LLMStatusCode::LLM_SUCCESS);
       return;
     }
-    if (p_.v1 && op.issuer != 0) {
-      // v1 checks the role first (KvCacheManager._check_role, §1): a decoder may not transfer.
+    const int me = self(op);
+    if (p_.v1 && is_decoder(me)) {
+      // v1 checks the role first (hicann/ge v1 llm_datadist.cc Impl::TransferCache: kPrompt).
       finish(t, LLMStatusCode::LLM_PARAM_INVALID);
       return;
     }
@@ -343,7 +376,7 @@ class Run {
         }
       }
     }
-    if (tasks_in_flight_[op.issuer] > 0) {
+    if (tasks_in_flight_[me] > 0) {
       diagnose(th.op, DiagnosticKind::kConcurrentTransfer, std::nullopt);
       if (p_.strict) {
         finish(t, impl::strict_status(DiagnosticKind::kConcurrentTransfer));
@@ -353,9 +386,9 @@ class Run {
     std::vector<std::size_t> v1_links;
     if (p_.v1) {
       for (int cluster : seen) {
-        const std::optional<std::size_t> found = find_link(op.issuer, cluster);
+        const std::optional<std::size_t> found = find_link(me, cluster);
         if (!found) continue;
-        if (links_[*found].active_pulls > 0) {
+        if (either_end(*found, &Link::active_pulls)) {
           diagnose(th.op, DiagnosticKind::kLinkCallOverlap, static_cast<std::uint64_t>(cluster));
           if (p_.strict) {
             finish(t, impl::strict_status(DiagnosticKind::kLinkCallOverlap));
@@ -366,7 +399,7 @@ class Run {
       }
     }
     for (std::size_t l : v1_links) ++links_[l].active_transfers;
-    ++tasks_in_flight_[op.issuer];
+    ++tasks_in_flight_[me];
     out_.ops[th.op].results.assign(op.clusters.size(), std::nullopt);
     Thread job;
     job.op = th.op;
@@ -388,7 +421,7 @@ class Run {
   void end_job(std::size_t t) {
     Thread& th = threads_[t];
     th.pc = kDone;
-    --tasks_in_flight_[p_.ops[th.op].issuer];
+    --tasks_in_flight_[self_of(t)];
     for (std::size_t l : th.v1_links) --links_[l].active_transfers;
     ready_.push_back(th.caller);
   }
@@ -439,17 +472,17 @@ class Run {
     }
   }
 
-  // push_cache / push_blocks (§4): remote-accessible mode only; one transfer_layer per layer over
-  // the issuer's side, the first failure raised.
+  // push_cache / push_blocks (§4): v2 remote-accessible mode only; one transfer_layer per layer
+  // over the issuer's side, the first failure raised.
   void push(std::size_t t, const OpSpec& op) {
     while (true) {
       Thread& th = threads_[t];
       switch (th.pc) {
         case 0:
           if (p_.v1 || !p_.remote_accessible) {
-            // v1 has no push_* (its cache_manager raises); v2 needs remote-accessible mode.
-            finish(t, p_.v1 ? LLMStatusCode::LLM_FEATURE_NOT_ENABLED
-                            : LLMStatusCode::LLM_PARAM_INVALID);
+            // v1 has no cache_manager (hixl v2/llm_datadist.py _check_is_cache_mgr_mode); v2
+            // push_* needs remote-accessible mode. Both LLM_PARAM_INVALID.
+            finish(t, LLMStatusCode::LLM_PARAM_INVALID);
             return;
           }
           th.pc = 1;
@@ -480,15 +513,22 @@ class Run {
   // mutex for the copy; the deadline counts from when the copy starts.
   void pull(std::size_t t, const OpSpec& op) {
     Thread& th = threads_[t];
+    const int me = self(op);
     const int cluster = op.clusters.front();
     switch (th.pc) {
       case 0: {
-        th.link = find_link(op.issuer, cluster);
+        if (p_.v1 && !is_decoder(me)) {
+          // hicann/ge v1 llm_datadist.cc Impl::PullCache / PullBlocks: kDecoder only, checked
+          // first (kv_cache_manager.py _check_role).
+          finish(t, LLMStatusCode::LLM_PARAM_INVALID);
+          return;
+        }
+        th.link = find_link(me, cluster);
         if (!th.link) {
           finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
           return;
         }
-        if (p_.v1 && links_[*th.link].active_transfers > 0) {
+        if (p_.v1 && either_end(*th.link, &Link::active_transfers)) {
           diagnose(th.op, DiagnosticKind::kLinkCallOverlap, static_cast<std::uint64_t>(cluster));
           if (p_.strict) {
             finish(t, impl::strict_status(DiagnosticKind::kLinkCallOverlap));
@@ -517,13 +557,15 @@ class Run {
     }
   }
 
-  // v1: link_clusters and unlink_clusters of the prompt exclude each other, whatever the cluster
+  // v1: link_clusters and unlink_clusters of one process exclude each other, whatever the cluster
   // (hicann/ge LinkManager::link_mtx_); a call waits at most link_op_wait for the one in progress,
   // then raises LLM_PROCESSING_LINK. Returns 1 when held, 0 when waiting (the thread resumes at
   // the same pc), -1 when the thread finished.
   int link_op(std::size_t t) {
     Thread& th = threads_[t];
     if (!p_.v1 || th.owns_link_op) return 1;
+    const int me = self_of(t);
+    std::vector<std::size_t>& waiters = link_op_waiters_[me];
     if (th.waiting_link_op) {
       // Woken by the release or by the deadline: the other wake-up is void.
       th.waiting_link_op = false;
@@ -533,14 +575,13 @@ class Run {
           break;
         }
       }
-      link_op_waiters_.erase(std::remove(link_op_waiters_.begin(), link_op_waiters_.end(), t),
-                             link_op_waiters_.end());
+      waiters.erase(std::remove(waiters.begin(), waiters.end(), t), waiters.end());
       ready_.erase(std::remove(ready_.begin(), ready_.end(), t), ready_.end());
     } else {
       th.link_op_deadline = now_ + p_.link_op_wait;
     }
-    if (!link_op_owner_) {
-      link_op_owner_ = t;
+    if (link_op_owner_.count(me) == 0) {
+      link_op_owner_[me] = t;
       th.owns_link_op = true;
       return 1;
     }
@@ -549,38 +590,44 @@ class Run {
       return -1;
     }
     th.waiting_link_op = true;
-    link_op_waiters_.push_back(t);
+    waiters.push_back(t);
     timers_.emplace(th.link_op_deadline, t);
     return 0;
   }
 
-  // link_clusters (§4): ALREADY_LINK at once if this side is linked; otherwise the two round
-  // trips of the handshake, after which the link exists on both sides unless it appeared
-  // meanwhile (or the peer still had its side when the call began).
+  // link_clusters (§4): v1 lets only a DECODER link (hicann/ge v1 llm_datadist.cc
+  // Impl::LinkClusters), refused before anything else. ALREADY_LINK at once if the caller holds a
+  // side to the server (LinkMsgHandler::ExchangeInfoProcess finds its own entity); otherwise the
+  // two round trips of the handshake, after which the link exists (connect) unless the caller
+  // made one meanwhile.
   void link(std::size_t t, const OpSpec& op) {
     Thread& th = threads_[t];
+    const int me = self(op);
     const int cluster = op.clusters.front();
     switch (th.pc) {
       case 0:
+        if (p_.v1 && !is_decoder(me)) {
+          finish(t, LLMStatusCode::LLM_PARAM_INVALID);
+          return;
+        }
         if (link_op(t) != 1) return;
-        if (current_.count(cluster) != 0) {
+        if (find_link(me, cluster)) {
           th.status = LLMStatusCode::LLM_ALREADY_LINK;
           th.pc = 1;
           sleep(t, 0);
           return;
         }
-        th.candidate = peer_link_.count(cluster) == 0;
-        th.status = th.candidate ? LLMStatusCode::LLM_SUCCESS : LLMStatusCode::LLM_ALREADY_LINK;
+        th.candidate = true;
+        th.status = LLMStatusCode::LLM_SUCCESS;
         th.pc = 1;
-        sleep(t, 2 * d_.round_trip(cluster));
+        sleep(t, 2 * d_.round_trip(me, cluster));
         return;
       case 1:
         if (th.candidate) {
-          if (current_.count(cluster) != 0 || peer_link_.count(cluster) != 0) {
+          if (find_link(me, cluster)) {
             th.status = LLMStatusCode::LLM_ALREADY_LINK;
           } else {
-            current_[cluster] = new_link(cluster, true);
-            peer_link_[cluster] = new_link(cluster, false);
+            connect(me, cluster);
           }
         }
         finish(t, th.status);
@@ -588,25 +635,24 @@ class Run {
     }
   }
 
-  // unlink_clusters (§3.4, §4): waits for the link's mutex, takes the link down, and holds the
-  // mutex through the round trip that tells the peer; with force the peer is not told and keeps
-  // its side (so a later link_clusters finds it: ALREADY_LINK).
-  void unlink(std::size_t t, const OpSpec& op) {
+  // v1 unlink_clusters (hicann/ge v1 link manager, unchanged from kvsim's §3.4 reading):
+  // NOT_YET_LINK without a side; otherwise waits for the side's mutex, takes it down, and unless
+  // `force` holds the mutex through the round trip that tells the peer, which drops its side.
+  void unlink_v1(std::size_t t, const OpSpec& op) {
     Thread& th = threads_[t];
+    const int me = self(op);
     const int cluster = op.clusters.front();
     switch (th.pc) {
-      case 0: {
+      case 0:
         if (link_op(t) != 1) return;
-        const auto it = current_.find(cluster);
-        if (it == current_.end()) {
+        th.link = find_link(me, cluster);
+        if (!th.link) {
           finish(t, LLMStatusCode::LLM_NOT_YET_LINK);
           return;
         }
-        th.link = it->second;
         th.pc = 1;
         if (!lock(t, links_[*th.link].mutex)) return;
         [[fallthrough]];
-      }
       case 1:
         if (!links_[*th.link].up) {
           unlock(t, links_[*th.link].mutex);
@@ -614,25 +660,58 @@ class Run {
           return;
         }
         links_[*th.link].up = false;
-        current_.erase(cluster);
+        sides_.erase({me, cluster});
         if (op.force) {
           unlock(t, links_[*th.link].mutex);
           finish(t, LLMStatusCode::LLM_SUCCESS);
           return;
         }
         th.pc = 2;
-        sleep(t, d_.round_trip(cluster));
+        sleep(t, d_.round_trip(me, cluster));
         return;
       case 2:
-        if (const auto it = peer_link_.find(cluster); it != peer_link_.end()) {
-          // Without the peer's link mutex: a pull the decoder has under way goes on.
-          links_[it->second].up = false;
-          peer_link_.erase(it);
-        }
+        drop_side(cluster, me);  // without the peer's mutex: its calls under way go on
         unlock(t, links_[*th.link].mutex);
         finish(t, LLMStatusCode::LLM_SUCCESS);
         return;
     }
+  }
+
+  // v2 unlink_clusters (hixl link_msg_handler.cc LinkMsgHandler::UnlinkCluster): waits for the
+  // mutex of the caller's side, if it has one; without force (comm backend) first tells the
+  // server listening at the cluster's address, holding the mutex through the round trip, and the
+  // server drops its side; then the caller's side goes if it is still up. SUCCESS even with no
+  // side at all (DestroyEntity of an unknown entity succeeds). The hixl backend
+  // (HixlTransferEngine::UnlinkClusters) ignores force and never tells the server.
+  void unlink_v2(std::size_t t, const OpSpec& op) {
+    Thread& th = threads_[t];
+    const int me = self(op);
+    const int cluster = op.clusters.front();
+    switch (th.pc) {
+      case 0:
+        th.link = find_link(me, cluster);
+        th.pc = 1;
+        if (th.link && !lock(t, links_[*th.link].mutex)) return;
+        [[fallthrough]];
+      case 1:
+        if (!op.force && !p_.hixl) {
+          th.pc = 2;
+          sleep(t, d_.round_trip(me, cluster));
+          return;
+        }
+        break;
+      case 2:
+        drop_side(cluster, me);
+        break;
+    }
+    if (th.link) {
+      if (links_[*th.link].up) {
+        links_[*th.link].up = false;
+        sides_.erase({me, cluster});
+      }
+      unlock(t, links_[*th.link].mutex);
+    }
+    finish(t, LLMStatusCode::LLM_SUCCESS);
   }
 
   const ProgramSpec& p_;
@@ -644,12 +723,11 @@ class Run {
   std::multimap<Time, std::size_t> timers_;
   std::vector<Mutex> mutexes_;
   std::vector<Link> links_;
-  std::map<int, std::size_t> current_;    // cluster → its live link (this side)
-  std::map<int, std::size_t> peer_link_;  // cluster → its live link to the prompt (its side)
-  std::map<int, std::size_t> transfer_mutexes_;  // issuer → its process-wide transfer mutex
-  std::map<int, int> tasks_in_flight_;           // issuer → its tasks in flight
-  std::optional<std::size_t> link_op_owner_;     // v1: the thread holding the link-op lock
-  std::vector<std::size_t> link_op_waiters_;     // v1: threads waiting for it
+  std::map<std::pair<int, int>, std::size_t> sides_;  // (owner, peer) → its live side
+  std::map<int, std::size_t> transfer_mutexes_;       // cluster → its process-wide transfer mutex
+  std::map<int, int> tasks_in_flight_;                // cluster → its tasks in flight
+  std::map<int, std::size_t> link_op_owner_;          // v1: cluster → the thread holding its lock
+  std::map<int, std::vector<std::size_t>> link_op_waiters_;  // v1: cluster → threads waiting
   Prediction out_;
 };
 

@@ -1,11 +1,13 @@
 // The reference model of property 2: the concurrency rules of spec §3.4, §3.5 and §9 (one FIFO
-// mutex per link shared by per-layer transfers, pulls and unlink; one process-wide transfer mutex
-// taken by every per-layer transfer, push layers included; transfer_cache_async's concurrent-call
-// diagnostic and v1's pull-while-transfer diagnostic, LLM_LINK_BUSY in strict mode; v1's lock
-// between link_clusters and unlink_clusters of a process, LLM_PROCESSING_LINK) as a small
-// discrete-event program over the operations of the prompt process and of its decoders (each
-// process has its own transfer mutex and task count; each side of a link its own mutex). Pure: no
-// SystemC, no impl internals, only the public status codes and diagnostic kinds.
+// mutex per side of a link shared by per-layer transfers, pulls and unlink; one process-wide
+// transfer mutex taken by every per-layer transfer, push layers included; transfer_cache_async's
+// concurrent-call diagnostic and v1's pull-while-transfer diagnostic, LLM_LINK_BUSY in strict
+// mode; v1's lock between link_clusters and unlink_clusters of a process, LLM_PROCESSING_LINK) and
+// the link rules of the library (who holds which side of a link under the comm and the hixl
+// backend, unlink with and without force, v1's roles) as a small discrete-event program over the
+// operations of the prompt process and of its decoders (each process has its own transfer mutex,
+// task count and link-operation lock; each side of a link its own mutex). Pure: no SystemC, no
+// impl internals, only the public status codes and diagnostic kinds.
 //
 // What the rules do not decide comes in as input: how long the hardware takes to serve each
 // posted batch and the round trip of a link handshake. Everything else (who waits for whom, the
@@ -21,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "impl/diagnostics.h"
@@ -33,8 +36,7 @@ using impl::LLMStatusCode;
 /// Simulated time in picoseconds (impl::Time).
 using Time = std::uint64_t;
 
-/// The operations of a program (link and unlink are called by the prompt; the others by the
-/// prompt or by a decoder).
+/// The operations of a program (each called by the prompt or by a decoder).
 enum class OpKind { kTransfer, kPullCache, kPullBlocks, kPushCache, kPushBlocks, kLink, kUnlink };
 /// "transfer_cache_async", "pull_cache", ...
 const char* to_string(OpKind kind);
@@ -47,27 +49,33 @@ struct OpSpec {
   std::vector<int> clusters{};
   Time call = 0;        ///< when it is called
   Time sync_delay = 0;  ///< transfer_cache_async: duration of every synchronize_layer
-  bool force = false;   ///< unlink_clusters(force=True): the peer is not told
+  bool force = false;   ///< unlink_clusters(force=True): the server is not told
   /// 0 when the prompt calls it; a decoder's cluster when that decoder calls it toward the prompt,
-  /// over its own side of the link (its own link mutex, transfer mutex and task count). v1 refuses
-  /// a decoder's transfer_cache_async (role PROMPT only).
+  /// over its own side of the link (its own link mutex, transfer mutex, task count and v1
+  /// link-operation lock).
   int issuer = 0;
 };
 
-/// A program and the settings the rules depend on.
+/// A program and the settings the rules depend on. Every process listens at its own address, so
+/// link_clusters and unlink_clusters always reach their server.
 struct ProgramSpec {
   int prompt_cluster = 1;
   int layers = 1;  ///< every transfer and push sends layers [0, layers)
   bool strict = false;
   bool remote_accessible = false;  ///< llm.EnableRemoteCacheAccessible (push_* need it, §4)
-  /// v1 KvCacheManager (§1): no push_*; a pull and a task on one link are a forbidden overlap
-  /// (§3.5); the wait-timeout code is LLM_WAIT_PROCESS_TIMEOUT.
+  /// v1 KvCacheManager (§1): no push_*; the prompt (role PROMPT) transfers, decoders (role
+  /// DECODER) link and pull; a pull and a task on one link are a forbidden overlap (§3.5); the
+  /// wait-timeout code is LLM_WAIT_PROCESS_TIMEOUT.
   bool v1 = false;
+  /// llm.TransferBackend "hixl" (v2): a link belongs to the client that made it, so A→B and B→A
+  /// are separate links, and unlink never tells the server.
+  bool hixl = false;
   Time sync_timeout = 0;  ///< llm.SyncKvCacheWaitTime
   /// v1: how long link_clusters / unlink_clusters wait for the one in progress before raising
   /// LLM_PROCESSING_LINK (their timeout, which v1 reads as microseconds).
   Time link_op_wait = 0;
-  std::set<int> linked_at_start{};
+  /// Links made before the program, as (client, server) clusters.
+  std::vector<std::pair<int, int>> linked_at_start{};
   std::vector<OpSpec> ops{};
 };
 
@@ -81,8 +89,8 @@ struct BatchService {
 struct Durations {
   /// The k-th batch that operation `op` posts; nullopt when the run posted no such batch.
   std::function<std::optional<BatchService>(std::size_t op, std::size_t k)> batch;
-  /// Round trip of one small message between the prompt's device and `cluster`'s.
-  std::function<Time(int cluster)> round_trip;
+  /// Round trip of one small message between the devices of two clusters.
+  std::function<Time(int a, int b)> round_trip;
 };
 
 /// What one operation does.

@@ -1,20 +1,25 @@
-// Property 2, concurrency constraints (spec §3.4, §3.5, §4, §9): random programs of
-// transfer_cache_async (1-2 configs), pull_cache, pull_blocks (C2B by id, B2B by BlocksCacheKey),
-// push_cache and push_blocks, each called by the prompt or by a decoder toward the prompt over its
-// own side of the link, and link_clusters and unlink_clusters (force or not) called by the prompt,
-// between one prompt process and 1-3 decoders
-// (RoCE and HCCS links; several operations share a link), each operation on its own
-// simulated job at a random time, faithful or strict, v2 with or without remote-accessible mode,
-// or v1 (KvCacheManager on a memory pool, no push_*, pulls and tasks on one link diagnosed).
-// The run must equal a prediction of the reference model (concurrency_model.h) for some order of
-// simultaneous events: every status and per-config result, when each call returns (hence the
-// completion order), every hold of every mutex (requested, acquired, released: who blocks on
-// which lock and how long), when each batch is posted, every diagnostic (kind, time, link) and
-// strict-mode error. The model takes from the run only what the rules do not decide: how long the
-// hardware served each batch (as the Recorder saw it) and the link round trip. Bytes: replaying
-// the predicted batches in completion order on a shadow copy of every cache gives exactly the
-// simulated memory (a pull sees what the transfers and pushes before it on that link wrote; no
-// byte is corrupted, none written that no batch should write).
+// Property 2, concurrency constraints (spec §3.4, §3.5, §4, §9) and the link rules: random programs
+// of transfer_cache_async (1-2 configs), pull_cache, pull_blocks (C2B by id, B2B by
+// BlocksCacheKey), push_cache, push_blocks, link_clusters and unlink_clusters (force or not), each
+// called by the prompt or by a decoder toward the prompt over its own side of the link, between one
+// prompt process and 1-3 decoders (RoCE and HCCS links; several operations share a link), each
+// operation on its own simulated job at a random time, faithful or strict. Every process is a host
+// process of its own and listens at its host address; the generation options
+// (llm.EnableCacheManager "1", "0" or absent, llm.LocalCommRes, llm.EnableRemoteCacheAccessible,
+// llm.TransferBackend "hixl") are generated and the engine they give is predicted by
+// engine_rules.h: v1 (KvCacheManager on a memory pool: the decoders link and pull, the prompt
+// transfers, no push_*, pulls and tasks on one link diagnosed at either end), v2 with or without
+// remote-accessible mode (the prompt links, both sides hold the link), or v2 hixl (a link is its
+// client's alone; some decoders link to the prompt too, so both directions exist). The run must
+// equal a prediction of the reference model (concurrency_model.h) for some order of simultaneous
+// events: every status and per-config result, when each call returns (hence the completion order),
+// every hold of every mutex (requested, acquired, released: who blocks on which lock and how long),
+// when each batch is posted, every diagnostic (kind, time, link) and strict-mode error. The model
+// takes from the run only what the rules do not decide: how long the hardware served each batch (as
+// the Recorder saw it) and the link round trip. Bytes: replaying the predicted batches in
+// completion order on a shadow copy of every cache gives exactly the simulated memory (a pull sees
+// what the transfers and pushes before it on that link wrote; no byte is corrupted, none written
+// that no batch should write).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -27,6 +32,7 @@
 
 #include "impl/diagnostics.h"
 #include "properties/concurrency_model.h"
+#include "properties/engine_rules.h"
 #include "properties/prop_support.h"
 #include "sim/engine_setup.h"
 
@@ -49,9 +55,9 @@ struct Op {
   int start_us = 0;         ///< called at start_us µs plus its index in ps (ties in index order)
   int sync_delay_us = 0;    ///< transfer: time each synchronize_layer takes
   bool force = false;       ///< unlink: force=True
-  /// All but link/unlink: decoder `cluster` calls it toward the prompt over its side of the link.
-  /// It reads its row `row` and writes prompt row (block) op index (transfer, push), or reads
-  /// prompt row `row` and writes its own row op index (pull).
+  /// Decoder `cluster` calls it toward the prompt over its side of the link. A transfer or push
+  /// reads its row `row` and writes prompt row (block) op index, a pull reads prompt row `row`
+  /// and writes its own row op index; link and unlink name the prompt.
   bool by_decoder = false;
 };
 
@@ -60,18 +66,35 @@ struct Program {
   int layers = 1;
   int row_bytes = 64;
   bool strict = false;
-  bool remote = false;  ///< llm.EnableRemoteCacheAccessible=1 (v2 only)
-  bool v1 = false;      ///< kvsim.ApiVersion=1: the KvCacheManager, caches from llm.MemPoolConfig
+  /// The generation options every process passes to init (each listens at its own address).
+  engine_rules::InitOptions init{};
+  /// hixl: decoder k links to the prompt too before the program (a link of its own).
+  std::vector<bool> reverse{};
   std::vector<Op> ops;
 };
 
+/// The engine the rules predict for the program's init options (every process listens).
+engine_rules::Engine engine_of(const engine_rules::InitOptions& init) {
+  engine_rules::InitOptions o = init;
+  o.listen = true;
+  o.prompt = true;
+  return engine_rules::init(o);
+}
+
 void showValue(const Program& p, std::ostream& os) {
+  const engine_rules::Engine e = engine_of(p.init);
   os << p.decoders << " decoder(s), " << p.layers << " layer(s) of " << p.row_bytes << " B rows, "
-     << (p.strict ? "strict" : "faithful")
-     << (p.v1       ? ", v1"
-         : p.remote ? ", v2 remote-accessible"
-                    : ", v2")
-     << "; program:";
+     << (p.strict ? "strict" : "faithful") << ", options {";
+  const char* sep = "";
+  for (const auto& [k, v] : p.init.to_map()) {
+    os << sep << k << ": \"" << v << "\"";
+    sep = ", ";
+  }
+  os << "}: " << (!e.v2 ? "v1" : e.hixl ? "v2 hixl" : e.remote ? "v2 remote-accessible" : "v2");
+  for (std::size_t k = 0; k < p.reverse.size(); ++k) {
+    if (e.hixl && p.reverse[k]) os << ", c" << 2 + k << " linked to c1 too";
+  }
+  os << "; program:";
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
     const Op& o = p.ops[i];
     os << "\n  [" << i << "] t=" << o.start_us << "us " << to_string(o.kind) << "(cluster "
@@ -83,50 +106,93 @@ void showValue(const Program& p, std::ostream& os) {
     if (o.kind == OpKind::kPullBlocks) os << (o.blocks_key ? ", BlocksCacheKey" : ", by id");
     if (o.kind == OpKind::kTransfer) os << ", sync " << o.sync_delay_us << "us/layer";
     if (o.kind == OpKind::kUnlink && o.force) os << ", force";
-    if (o.kind != OpKind::kLink && o.kind != OpKind::kUnlink && o.by_decoder) {
-      os << ", called by the decoder";
-    }
+    if (o.by_decoder) os << ", called by the decoder";
     os << ")";
   }
 }
 
-rc::Gen<Program> gen_program() {
-  return rc::gen::mapcat(rc::gen::inRange(1, 4), [](int decoders) {
-    const auto op = rc::gen::build<Op>(
-        rc::gen::set(&Op::kind, rc::gen::weightedElement<OpKind>({{4, OpKind::kTransfer},
-                                                                  {2, OpKind::kPullCache},
-                                                                  {2, OpKind::kPullBlocks},
-                                                                  {2, OpKind::kPushCache},
-                                                                  {2, OpKind::kPushBlocks},
-                                                                  {2, OpKind::kUnlink},
-                                                                  {2, OpKind::kLink}})),
-        rc::gen::set(&Op::cluster, rc::gen::inRange(2, 2 + decoders)),
-        rc::gen::set(&Op::cluster2,
-                     rc::gen::weightedElement<int>(
-                         {{3, 0}, {1, 2}, {1, 1 + decoders}, {1, 2 + decoders / 2}})),
-        rc::gen::set(&Op::row, rc::gen::inRange(0, kSharedRows)),
-        rc::gen::set(&Op::blocks_key, rc::gen::arbitrary<bool>()),
-        rc::gen::set(&Op::start_us, rc::gen::inRange(0, 40)),
-        rc::gen::set(&Op::sync_delay_us, rc::gen::inRange(0, 10)),
-        rc::gen::set(&Op::force, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
-        rc::gen::set(&Op::by_decoder, rc::gen::weightedElement<bool>({{2, false}, {1, true}})));
-    return rc::gen::build<Program>(
-        rc::gen::set(&Program::decoders, rc::gen::just(decoders)),
-        rc::gen::set(&Program::layers, rc::gen::inRange(1, 5)),
-        rc::gen::set(&Program::row_bytes,
-                     rc::gen::map(rc::gen::inRange(1, 9), [](int n) { return 64 * n; })),
-        rc::gen::set(&Program::strict, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
-        rc::gen::set(&Program::remote, rc::gen::arbitrary<bool>()),
-        rc::gen::set(&Program::v1, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
-        rc::gen::set(
-            &Program::ops,
-            // At most kRows operations, cut from a list that shrinks by dropping operations.
-            rc::gen::map(rc::gen::nonEmpty(rc::gen::container<std::vector<Op>>(op)),
-                         [](std::vector<Op> ops) {
-                           if (ops.size() > static_cast<std::size_t>(kRows)) ops.resize(kRows);
-                           return ops;
-                         })));
+/// Generation options that init accepts (engine_rules): v1 by llm.EnableCacheManager "0" or by
+/// its absence, v2 by "1" or by llm.LocalCommRes, with or without remote-accessible caches, or
+/// the hixl backend. v1 is never given llm.EnableRemoteCacheAccessible=1 (v1 has no such mode).
+rc::Gen<engine_rules::InitOptions> gen_init() {
+  const auto any = rc::gen::build<engine_rules::InitOptions>(
+      rc::gen::set(&engine_rules::InitOptions::enable_cache_manager,
+                   rc::gen::element<std::optional<bool>>(std::nullopt, false, true)),
+      rc::gen::set(&engine_rules::InitOptions::local_comm_res, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&engine_rules::InitOptions::remote_accessible,
+                   rc::gen::element<std::optional<bool>>(std::nullopt, false, true)),
+      rc::gen::set(&engine_rules::InitOptions::transfer_backend,
+                   rc::gen::weightedElement<std::optional<std::string>>(
+                       {{3, std::nullopt}, {2, std::string("hixl")}})));
+  return rc::gen::suchThat(any, [](const engine_rules::InitOptions& o) {
+    const engine_rules::Engine e = engine_of(o);
+    return !e.error && (e.v2 || o.remote_accessible != std::optional<bool>(true));
   });
+}
+
+/// In how many of 6 calls of `kind` a decoder is the caller: v1 lets the prompt transfer and the
+/// decoders link and pull, so most calls follow the roles (the others show the refusals).
+int decoder_share(OpKind kind, bool v1) {
+  if (!v1) return kind == OpKind::kLink || kind == OpKind::kUnlink ? 3 : 2;
+  switch (kind) {
+    case OpKind::kTransfer:
+      return 1;
+    case OpKind::kPullCache:
+    case OpKind::kPullBlocks:
+    case OpKind::kLink:
+      return 5;
+    default:
+      return 3;
+  }
+}
+
+rc::Gen<Program> gen_program() {
+  return rc::gen::mapcat(
+      rc::gen::pair(rc::gen::inRange(1, 4), gen_init()),
+      [](const std::pair<int, engine_rules::InitOptions>& mode) {
+        const int decoders = mode.first;
+        const bool v1 = !engine_of(mode.second).v2;
+        const auto built = rc::gen::build<Op>(
+            rc::gen::set(&Op::kind, rc::gen::weightedElement<OpKind>({{4, OpKind::kTransfer},
+                                                                      {2, OpKind::kPullCache},
+                                                                      {2, OpKind::kPullBlocks},
+                                                                      {2, OpKind::kPushCache},
+                                                                      {2, OpKind::kPushBlocks},
+                                                                      {2, OpKind::kUnlink},
+                                                                      {2, OpKind::kLink}})),
+            rc::gen::set(&Op::cluster, rc::gen::inRange(2, 2 + decoders)),
+            rc::gen::set(&Op::cluster2,
+                         rc::gen::weightedElement<int>(
+                             {{3, 0}, {1, 2}, {1, 1 + decoders}, {1, 2 + decoders / 2}})),
+            rc::gen::set(&Op::row, rc::gen::inRange(0, kSharedRows)),
+            rc::gen::set(&Op::blocks_key, rc::gen::arbitrary<bool>()),
+            rc::gen::set(&Op::start_us, rc::gen::inRange(0, 40)),
+            rc::gen::set(&Op::sync_delay_us, rc::gen::inRange(0, 10)),
+            rc::gen::set(&Op::force, rc::gen::weightedElement<bool>({{3, false}, {1, true}})));
+        const auto op =
+            rc::gen::map(rc::gen::pair(built, rc::gen::inRange(0, 6)), [v1](std::pair<Op, int> p) {
+              p.first.by_decoder = p.second < decoder_share(p.first.kind, v1);
+              return p.first;
+            });
+        return rc::gen::build<Program>(
+            rc::gen::set(&Program::decoders, rc::gen::just(decoders)),
+            rc::gen::set(&Program::layers, rc::gen::inRange(1, 5)),
+            rc::gen::set(&Program::row_bytes,
+                         rc::gen::map(rc::gen::inRange(1, 9), [](int n) { return 64 * n; })),
+            rc::gen::set(&Program::strict, rc::gen::weightedElement<bool>({{3, false}, {1, true}})),
+            rc::gen::set(&Program::init, rc::gen::just(mode.second)),
+            rc::gen::set(&Program::reverse,
+                         rc::gen::container<std::vector<bool>>(static_cast<std::size_t>(decoders),
+                                                               rc::gen::arbitrary<bool>())),
+            rc::gen::set(
+                &Program::ops,
+                // At most kRows operations, cut from a list that shrinks by dropping operations.
+                rc::gen::map(rc::gen::nonEmpty(rc::gen::container<std::vector<Op>>(op)),
+                             [](std::vector<Op> ops) {
+                               if (ops.size() > static_cast<std::size_t>(kRows)) ops.resize(kRows);
+                               return ops;
+                             })));
+      });
 }
 
 int device_of(int cluster) {
@@ -258,23 +324,28 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   const std::size_t n_ops = prog.ops.size();
   const int L = prog.layers;
   const auto R = static_cast<std::uint64_t>(prog.row_bytes);
+  const engine_rules::Engine engine = engine_of(prog.init);
+  RC_ASSERT(!engine.error);
+  const bool v1 = !engine.v2;
+  const bool remote = engine.remote;
   Harness h;
   LockLog log(h.platform());
-  std::map<std::string, std::string> mode = {
-      {impl::kOptionSyncKvCacheWaitTime, std::to_string(kSyncTimeoutMs)}};
+  std::map<std::string, std::string> mode = prog.init.to_map();
+  mode[impl::kOptionSyncKvCacheWaitTime] = std::to_string(kSyncTimeoutMs);
   if (prog.strict) mode[impl::kOptionKvsimStrict] = "1";
-  const bool remote = prog.remote && !prog.v1;
-  if (remote) mode[impl::kOptionEnableRemoteCacheAccessible] = "1";
-  if (prog.v1) {
-    mode[impl::kOptionEnableCacheManager] = "0";
-    mode[impl::kOptionMemPoolConfig] = "{\"memory_size\": 8388608}";
-  }
-  auto make_dist = [&](LLMRole role, int cluster, int device, bool listen) {
+  if (v1) mode[impl::kOptionMemPoolConfig] = "{\"memory_size\": 8388608}";
+  // Each engine a host process of its own seeing its device as device 0, every one listening at
+  // its node's host address (v1 prompts must, hixl engines must, and decoders link to the prompt).
+  auto make_dist = [&](LLMRole role, int cluster, int device) {
     auto dist = std::make_unique<impl::LLMDataDist>(log, h.world().directory(), role,
                                                     static_cast<std::uint64_t>(cluster));
-    std::map<std::string, std::string> options = sim::engine_options(log, device, listen);
+    std::map<std::string, std::string> options = sim::engine_options(log, device, true);
+    options.erase(impl::kOptionEnableCacheManager);
+    options[impl::kOptionDeviceId] = "0";
     for (const auto& [k, v] : mode) options[k] = v;
-    dist->init(options);
+    const int process = h.world().platform().add_process(
+        {"c" + std::to_string(cluster), log.node_of(device), {device}});
+    h.world().platform().run_as(process, [&] { dist->init(options); });
     return dist;
   };
 
@@ -284,7 +355,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   auto make_cache = [&](impl::LLMDataDist& dist, int device, bool blocks,
                         std::optional<impl::BlocksCacheKey> key) {
     std::vector<std::vector<std::uint8_t>> shadow;
-    if (prog.v1) {
+    if (v1) {
       impl::KvCacheManager& km = dist.kv_cache_manager();
       const impl::KvCache c =
           blocks ? km.allocate_blocks_cache(desc, key) : km.allocate_cache(desc);
@@ -308,7 +379,16 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
                         : dist.cache_manager().register_cache(desc, addrs),
                  std::move(shadow)};
   };
-  auto p = make_dist(LLMRole::PROMPT, 1, 0, false);
+  auto p = make_dist(LLMRole::PROMPT, 1, 0);
+  // The generation the rules predict: its manager answers, the other raises (hixl
+  // v2/llm_datadist.py _check_is_cache_mgr_mode / _check_is_not_cache_mgr_mode).
+  const auto managers = [&](impl::LLMDataDist& d) {
+    RC_ASSERT(status_of([&] { (void)d.cache_manager(); }) ==
+              engine_rules::manager_error(engine, true).value_or(LLMStatusCode::LLM_SUCCESS));
+    RC_ASSERT(status_of([&] { (void)d.kv_cache_manager(); }) ==
+              engine_rules::manager_error(engine, false).value_or(LLMStatusCode::LLM_SUCCESS));
+  };
+  managers(*p);
   Cache src = make_cache(*p, 0, false, std::nullopt);
   Cache src_blocks = make_cache(*p, 0, true, std::nullopt);
   Cache local = make_cache(*p, 0, false, std::nullopt);
@@ -321,15 +401,37 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   std::vector<Cache> dec_local_blocks;  ///< where the decoder's own pull_blocks lands
   for (int k = 0; k < prog.decoders; ++k) {
     const int cluster = 2 + k;
-    decoders.push_back(make_dist(LLMRole::DECODER, cluster, device_of(cluster), true));
+    decoders.push_back(make_dist(LLMRole::DECODER, cluster, device_of(cluster)));
+    managers(*decoders.back());
     dst.push_back(make_cache(*decoders.back(), device_of(cluster), false, std::nullopt));
     dec_local.push_back(make_cache(*decoders.back(), device_of(cluster), false, std::nullopt));
     dec_local_blocks.push_back(
         make_cache(*decoders.back(), device_of(cluster), true, std::nullopt));
-    dst_blocks.push_back(make_cache(*decoders.back(), device_of(cluster), true,
-                                    impl::BlocksCacheKey{static_cast<std::uint64_t>(cluster), 0}));
+    // v1 refuses a BlocksCacheKey on a DECODER (kv_cache_manager.py allocate_blocks_cache).
+    dst_blocks.push_back(make_cache(
+        *decoders.back(), device_of(cluster), true,
+        v1 ? std::nullopt
+           : std::optional<impl::BlocksCacheKey>({static_cast<std::uint64_t>(cluster), 0})));
+  }
+  // The links before the program: v1's are made by the decoders (only a DECODER links), v2's by
+  // the prompt; under hixl some decoders link to the prompt too.
+  std::vector<std::pair<int, int>> linked_at_start;
+  for (int k = 0; k < prog.decoders; ++k) {
+    const int cluster = 2 + k;
+    const auto link_from_decoder = [&] {
+      impl::LLMDataDist& d = *decoders[static_cast<std::size_t>(k)];
+      RC_ASSERT(d.link_clusters({h.cluster_info(1, 0, device_of(cluster))}).first ==
+                LLMStatusCode::LLM_SUCCESS);
+      linked_at_start.emplace_back(cluster, 1);
+    };
+    if (v1) {
+      link_from_decoder();
+      continue;
+    }
     RC_ASSERT(h.link(*p, static_cast<std::uint64_t>(cluster), device_of(cluster)) ==
               LLMStatusCode::LLM_SUCCESS);
+    linked_at_start.emplace_back(1, cluster);
+    if (engine.hixl && prog.reverse[static_cast<std::size_t>(k)]) link_from_decoder();
   }
   h.recorder().batches.clear();
   log.holds.clear();
@@ -354,12 +456,12 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
       auto cm = [&]() -> impl::CacheManager& { return p->cache_manager(); };
       auto transfer = [&](std::vector<impl::AnyTransferConfig>& configs,
                           std::shared_ptr<impl::LayerSynchronizer> sync) {
-        return prog.v1 ? p->kv_cache_manager().transfer_cache_async(impl::KvCache(src.view),
-                                                                    std::move(sync), configs)
-                       : cm().transfer_cache_async(src.view, std::move(sync), configs);
+        return v1 ? p->kv_cache_manager().transfer_cache_async(impl::KvCache(src.view),
+                                                               std::move(sync), configs)
+                  : cm().transfer_cache_async(src.view, std::move(sync), configs);
       };
       auto pull_blocks = [&](const impl::PullBlocksKey& key, std::vector<std::int64_t> from) {
-        if (prog.v1) {
+        if (v1) {
           p->kv_cache_manager().pull_blocks(key, impl::KvCache(local_blocks.view), from, {mine});
         } else {
           cm().pull_blocks(key, local_blocks.view, from, {mine});
@@ -367,7 +469,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
       };
       const impl::CacheKeyByIdAndIndex row_key(cluster, dst[k].view.cache_id, row);
       const impl::BlocksCacheKey blocks_key{cluster, 0};
-      if (op.by_decoder && op.kind != OpKind::kLink && op.kind != OpKind::kUnlink) {
+      if (op.by_decoder) {
         impl::LLMDataDist& d = *decoders[k];
         const impl::CacheKeyByIdAndIndex my_row(1, local.view.cache_id, mine);
         const impl::BlocksCacheKey prompt_blocks{1, 0};
@@ -387,10 +489,9 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
             auto sync = std::make_shared<DelayedSync>(h.platform(),
                                                       static_cast<Time>(op.sync_delay_us) * kUs);
             o.outcome = outcome_of([&] {
-              auto task = prog.v1
-                              ? d.kv_cache_manager().transfer_cache_async(
-                                    impl::KvCache(dst[k].view), sync, configs)
-                              : d.cache_manager().transfer_cache_async(dst[k].view, sync, configs);
+              auto task = v1 ? d.kv_cache_manager().transfer_cache_async(impl::KvCache(dst[k].view),
+                                                                         sync, configs)
+                             : d.cache_manager().transfer_cache_async(dst[k].view, sync, configs);
               o.results = task.get_results();
             });
             break;
@@ -402,7 +503,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
               if (op.blocks_key) from = {row};
               const impl::PullBlocksKey key = op.blocks_key ? impl::PullBlocksKey(prompt_blocks)
                                                             : impl::PullBlocksKey(prompt_row);
-              if (prog.v1) {
+              if (v1) {
                 d.kv_cache_manager().pull_blocks(key, impl::KvCache(dec_local_blocks[k].view), from,
                                                  {mine});
               } else {
@@ -421,7 +522,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
           case OpKind::kPullCache:
             o.outcome = outcome_of([&] {
               const impl::CacheKeyByIdAndIndex prompt_row(1, src.view.cache_id, row);
-              if (prog.v1) {
+              if (v1) {
                 d.kv_cache_manager().pull_cache(prompt_row, impl::KvCache(dec_local[k].view), mine);
               } else {
                 d.cache_manager().pull_cache(prompt_row, dec_local[k].view, mine);
@@ -429,7 +530,13 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
             });
             break;
           case OpKind::kLink:
+            o.outcome =
+                llm_outcome(d.link_clusters({h.cluster_info(1, 0, device_of(op.cluster))}).first);
+            break;
           case OpKind::kUnlink:
+            o.outcome = llm_outcome(
+                d.unlink_clusters({h.cluster_info(1, 0, device_of(op.cluster))}, 3000, op.force)
+                    .first);
             break;
         }
       } else {
@@ -461,7 +568,7 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
           }
           case OpKind::kPullCache:
             o.outcome = outcome_of([&] {
-              if (prog.v1) {
+              if (v1) {
                 p->kv_cache_manager().pull_cache(row_key, impl::KvCache(local.view), mine);
               } else {
                 cm().pull_cache(row_key, local.view, mine);
@@ -524,15 +631,16 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
   spec.layers = L;
   spec.strict = prog.strict;
   spec.remote_accessible = remote;
-  spec.v1 = prog.v1;
+  spec.v1 = v1;
+  spec.hixl = engine.hixl;
   spec.sync_timeout = impl::from_ms(kSyncTimeoutMs);
   spec.link_op_wait = 3000 * kUs;  // link_clusters' default and unlink_clusters' 3000 ms, as µs
-  for (int k = 0; k < prog.decoders; ++k) spec.linked_at_start.insert(2 + k);
+  spec.linked_at_start = linked_at_start;
   for (std::size_t i = 0; i < n_ops; ++i) {
     const Op& op = prog.ops[i];
     concurrency::OpSpec s;
     s.kind = op.kind;
-    const bool by_decoder = op.by_decoder && op.kind != OpKind::kLink && op.kind != OpKind::kUnlink;
+    const bool by_decoder = op.by_decoder;
     const int peer = by_decoder ? spec.prompt_cluster : op.cluster;
     s.clusters = {peer};
     if (op.kind == OpKind::kTransfer && op.cluster2 != 0) {
@@ -550,7 +658,10 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
     const Batch& b = *batches_of[op][k];
     return concurrency::BatchService{*b.finished - b.posted, b.ok};
   };
-  durations.round_trip = [&](int cluster) { return log.round_trip(0, device_of(cluster)); };
+  const auto device_of_cluster = [](int cluster) { return cluster == 1 ? 0 : device_of(cluster); };
+  durations.round_trip = [&](int a, int b) {
+    return log.round_trip(device_of_cluster(a), device_of_cluster(b));
+  };
 
   // The observed run in the model's terms, for comparison.
   using HoldKey = std::tuple<std::string, Time, Time, Time>;
@@ -736,15 +847,15 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
                           }),
               "a decoder sent by transfer, push or pull_blocks");
   RC_CLASSIFY(
-      prog.v1 &&
+      v1 &&
           [&] {
             for (std::size_t a = 0; a < n_ops; ++a) {
               for (std::size_t b = a + 1; b < n_ops; ++b) {
                 const auto link_op = [&](std::size_t i) {
                   return prog.ops[i].kind == OpKind::kLink || prog.ops[i].kind == OpKind::kUnlink;
                 };
-                if (link_op(a) && link_op(b) && pr.ops[a].called < pr.ops[b].ended &&
-                    pr.ops[b].called < pr.ops[a].ended) {
+                if (link_op(a) && link_op(b) && spec.ops[a].issuer == spec.ops[b].issuer &&
+                    pr.ops[a].called < pr.ops[b].ended && pr.ops[b].called < pr.ops[a].ended) {
                   return true;
                 }
               }
@@ -752,6 +863,30 @@ RC_GTEST_PROP(Concurrency, RunEqualsTheReferenceModelOfTheLockRules, ()) {
             return false;
           }(),
       "v1: a link or unlink waited for another");
+  RC_CLASSIFY(!prog.init.enable_cache_manager && !prog.init.local_comm_res,
+              "v1 for want of llm.EnableCacheManager");
+  RC_CLASSIFY(prog.init.local_comm_res && !prog.init.enable_cache_manager,
+              "v2 by llm.LocalCommRes alone");
+  RC_CLASSIFY(engine.hixl, "hixl backend");
+  RC_CLASSIFY(std::any_of(spec.ops.begin(), spec.ops.end(),
+                          [](const concurrency::OpSpec& o) {
+                            return o.issuer != 0 &&
+                                   (o.kind == OpKind::kLink || o.kind == OpKind::kUnlink);
+                          }),
+              "a decoder linked or unlinked");
+  RC_CLASSIFY(
+      engine.hixl &&
+          [&] {
+            for (std::size_t i = 0; i < n_ops; ++i) {
+              if (spec.ops[i].issuer != 0 && prog.ops[i].kind != OpKind::kLink &&
+                  prog.ops[i].kind != OpKind::kUnlink &&
+                  pr.ops[i].raised == LLMStatusCode::LLM_NOT_YET_LINK) {
+                return true;
+              }
+            }
+            return false;
+          }(),
+      "hixl: a decoder's call found no link of its own");
 
   // Bytes: replay the predicted batches in completion order on the shadows. A timed-out batch
   // lands after its caller moved on, out of the lock order: bytes are then not predicted.

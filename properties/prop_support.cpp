@@ -136,16 +136,33 @@ Harness::~Harness() = default;
 std::unique_ptr<impl::LLMDataDist> Harness::make_dist(impl::LLMRole role, std::uint64_t cluster,
                                                       int device, bool listen,
                                                       std::map<std::string, std::string> extra) {
-  auto dist = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(), role, cluster);
   std::map<std::string, std::string> options = sim::engine_options(platform(), device, listen);
-  options[impl::kOptionSyncKvCacheWaitTime] = std::to_string(kSyncTimeoutMs);
-  options[impl::kOptionDeviceId] = "0";
   for (auto& [k, v] : extra) options[k] = v;
+  return make_dist_with(role, cluster, device, std::move(options));
+}
+
+std::unique_ptr<impl::LLMDataDist> Harness::make_dist_with(
+    impl::LLMRole role, std::uint64_t cluster, int device,
+    std::map<std::string, std::string> options) {
+  auto dist = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(), role, cluster);
+  options[impl::kOptionDeviceId] = "0";
+  options.emplace(impl::kOptionSyncKvCacheWaitTime, std::to_string(kSyncTimeoutMs));
   // One host process per engine, seeing its device as device 0, as on hardware.
   const int process = world_.platform().add_process(
       {"c" + std::to_string(cluster), recorder_.node_of(device), {device}});
+  processes_[cluster] = process;
   world_.platform().run_as(process, [&] { dist->init(options); });
   return dist;
+}
+
+std::string Harness::listen_address(int device) const {
+  return recorder_.host_ip(recorder_.node_of(device)) + ":" +
+         std::to_string(sim::listen_port(device));
+}
+
+int Harness::process_of(std::uint64_t cluster) const {
+  const auto it = processes_.find(cluster);
+  return it == processes_.end() ? -1 : it->second;
 }
 
 impl::LLMClusterInfo Harness::cluster_info(std::uint64_t cluster, int device,
@@ -198,6 +215,14 @@ CallOutcome outcome_of(const std::function<void()>& call) {
   } catch (const std::exception& e) {
     return {K::kOther, LLMStatusCode::LLM_SUCCESS, e.what()};
   }
+}
+
+LLMStatusCode status_of(const std::function<void()>& call) {
+  const CallOutcome o = outcome_of(call);
+  if (o.kind != CallOutcome::Kind::kOk && o.kind != CallOutcome::Kind::kLLMException) {
+    throw std::runtime_error("unexpected exception: " + o.what);
+  }
+  return o.code;
 }
 
 CallOutcome llm_outcome(LLMStatusCode code) {

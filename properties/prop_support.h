@@ -100,11 +100,22 @@ class Harness {
   sim::World& world() { return world_; }
   sim::SystemcPlatform& systemc() { return world_.platform(); }
 
-  /// An initialized LLMDataDist on `device` with llm.SyncKvCacheWaitTime = kSyncTimeoutMs;
-  /// `listen` makes it a server on port sim::kListenPort.
+  /// An initialized LLMDataDist on `device` with llm.SyncKvCacheWaitTime = kSyncTimeoutMs and the
+  /// v2 CacheManager (sim::engine_options), `extra` overriding them; `listen` makes it a server at
+  /// listen_address(device).
   std::unique_ptr<impl::LLMDataDist> make_dist(impl::LLMRole role, std::uint64_t cluster,
                                                int device, bool listen,
                                                std::map<std::string, std::string> extra = {});
+  /// An LLMDataDist initialized with exactly `options` (plus ge.exec.deviceId 0 and
+  /// llm.SyncKvCacheWaitTime unless given) in a new host process on `device`'s node that sees
+  /// `device` as device 0, as on hardware. Throws what init throws.
+  std::unique_ptr<impl::LLMDataDist> make_dist_with(impl::LLMRole role, std::uint64_t cluster,
+                                                    int device,
+                                                    std::map<std::string, std::string> options);
+  /// `device`'s listen address "host_ip:port" (its node's host, sim::listen_port(device)).
+  std::string listen_address(int device) const;
+  /// The host process make_dist / make_dist_with last made for `cluster` (-1 if none).
+  int process_of(std::uint64_t cluster) const;
   /// LLMClusterInfo naming the server `cluster` on `device`.
   impl::LLMClusterInfo cluster_info(std::uint64_t cluster, int device, int client_device = 0) const;
   /// link_clusters to one server; its overall code.
@@ -121,6 +132,7 @@ class Harness {
   sim::World world_;
   Recorder recorder_;
   MutantPlatform mutant_;
+  std::map<std::uint64_t, int> processes_;
 };
 
 /// Deterministic bytes, a different sequence per seed.
@@ -139,6 +151,9 @@ struct CallOutcome {
 };
 /// Runs `call` and classifies how it ended.
 CallOutcome outcome_of(const std::function<void()>& call);
+/// How `call` ended as a status: LLM_SUCCESS if it returned, the LLMException's status if it raised
+/// one (any other exception propagates as std::runtime_error).
+LLMStatusCode status_of(const std::function<void()>& call);
 /// The outcome of an LLMException with `code` (kOk for LLM_SUCCESS).
 CallOutcome llm_outcome(LLMStatusCode code);
 void showValue(const CallOutcome& o, std::ostream& os);
