@@ -11,8 +11,9 @@ KvsimSettings parse_kvsim_settings(const std::map<std::string, std::string>& opt
   for (const auto& [key, value] : options) {
     if (key.rfind("kvsim.", 0) != 0) continue;
     if (key != kOptionKvsimStrict) {
-      throw_param_invalid(key, "is not a kvsim option (kvsim.Strict is; the API generation "
-                               "follows llm.EnableCacheManager as in the library)");
+      throw_param_invalid(key,
+                          "is not a kvsim option (kvsim.Strict is; the API generation "
+                          "follows llm.EnableCacheManager as in the library)");
     }
     if (value != "0" && value != "1") {
       throw_param_invalid(key, "\"" + value + "\" is not \"0\" or \"1\"");

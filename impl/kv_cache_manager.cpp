@@ -28,8 +28,8 @@ KvCache KvCacheManager::allocate_cache(const CacheDesc& cache_desc,
                                        const std::vector<CacheKey>& cache_keys) {
   DataDistCore& core = live("allocate_cache");
   if (core.role() != LLMRole::PROMPT && !cache_keys.empty()) {
-    throw_param_invalid("cache_keys",
-                        std::string("cache_keys is not supported by ") + std::string(to_string(core.role())));
+    throw_param_invalid("cache_keys", std::string("cache_keys is not supported by ") +
+                                          std::string(to_string(core.role())));
   }
   return KvCache(impl::allocate_cache(core, cache_desc, false, cache_keys, std::nullopt));
 }

@@ -49,8 +49,9 @@ void LLMDataDist::init(const std::map<std::string, std::string>& options) {
     // EngineConfig.gen_cluster_info_if_not_exist (hixl v2/config.py): v1 reads the device list,
     // and a prompt needs its listen address (it is the server of v1's directional links).
     if (options.count(kOptionDeviceId) == 0) {
-      throw_param_invalid(kOptionDeviceId, "neither llm.ClusterInfo nor ge.exec.deviceId was "
-                                           "specified");
+      throw_param_invalid(kOptionDeviceId,
+                          "neither llm.ClusterInfo nor ge.exec.deviceId was "
+                          "specified");
     }
     if (role_ == LLMRole::PROMPT && !engine.listen_ip_info) {
       throw_param_invalid(kOptionListenIpInfo,
@@ -72,10 +73,13 @@ void LLMDataDist::init(const std::map<std::string, std::string>& options) {
                                              engine, settings);
   if (sibling) {
     core->flag(DiagnosticKind::kSeveralDataDistsInProcess,
-               "cluster " + std::to_string(cluster_id_) + " is a second LLMDataDist of this "
-               "script (cluster " + std::to_string(sibling->cluster_id()) + " is initialized); "
-               "on hardware init raises LLMException(LLM_FAILED) \"Cannot init multiple "
-               "LLMDataDists\": one per process, as `kvsim launch` runs programs",
+               "cluster " + std::to_string(cluster_id_) +
+                   " is a second LLMDataDist of this "
+                   "script (cluster " +
+                   std::to_string(sibling->cluster_id()) +
+                   " is initialized); "
+                   "on hardware init raises LLMException(LLM_FAILED) \"Cannot init multiple "
+                   "LLMDataDists\": one per process, as `kvsim launch` runs programs",
                "init");
   }
   if (engine.listen_ip_info) check_bindable(*core, *engine.listen_ip_info, kOptionListenIpInfo);
@@ -135,12 +139,12 @@ void LLMDataDist::finalize() {
 void LLMDataDist::check_generation(const char* api, ApiVersion wanted) const {
   const DataDistCore& core = live(api);
   if (core.version() == wanted) return;
-  throw_param_invalid(api, std::string(api) +
-                               (wanted == ApiVersion::kV2
-                                    ? " is not supported when llm.EnableCacheManager is not "
-                                      "configured."
-                                    : " is not supported when llm.EnableCacheManager is "
-                                      "configured."));
+  throw_param_invalid(
+      api, std::string(api) + (wanted == ApiVersion::kV2
+                                   ? " is not supported when llm.EnableCacheManager is not "
+                                     "configured."
+                                   : " is not supported when llm.EnableCacheManager is "
+                                     "configured."));
 }
 
 CacheManager& LLMDataDist::cache_manager() {
@@ -206,8 +210,9 @@ void LLMDataDist::switch_role(LLMRole role, const std::map<std::string, std::str
       throw_param_invalid("role", "role not changed, role = " + std::string(to_string(role)));
     }
     if (role == LLMRole::PROMPT && !listen) {
-      throw_param_invalid("switch_options", "Failed to switch to Prompt, option "
-                                            "\"llm.listenIpInfo\" must be specified");
+      throw_param_invalid("switch_options",
+                          "Failed to switch to Prompt, option "
+                          "\"llm.listenIpInfo\" must be specified");
     }
     if (!core.options().enable_switch_role) {
       throw LLMException(LLMStatusCode::LLM_FEATURE_NOT_ENABLED, "switch_role",

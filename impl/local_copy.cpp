@@ -119,8 +119,8 @@ void swap_blocks(DataDistCore& core, const CacheView& src, const CacheView& dst,
   const CacheGeometry sg = make_cache_geometry(src);
   const CacheGeometry dg = make_cache_geometry(dst);
   if (sg.stride != dg.stride) {
-    throw_param_invalid("dst", "src block size:" + str(sg.stride) + " and dst block size:" +
-                                   str(dg.stride) + " must be equal");
+    throw_param_invalid("dst", "src block size:" + str(sg.stride) +
+                                   " and dst block size:" + str(dg.stride) + " must be equal");
   }
   if (sg.tensor_addrs.size() != dg.tensor_addrs.size()) {
     throw_param_invalid("dst", "src num_tensors:" + str(sg.tensor_addrs.size()) +
@@ -143,7 +143,8 @@ void swap_blocks(DataDistCore& core, const CacheView& src, const CacheView& dst,
   }
   // aclrtMemcpy fails for memory that is not there; nothing is copied then.
   for (const CopyDescriptor& d : descs) {
-    for (const auto& [addr, argument] : {std::pair{d.src_addr, "src"}, std::pair{d.dst_addr, "dst"}}) {
+    for (const auto& [addr, argument] :
+         {std::pair{d.src_addr, "src"}, std::pair{d.dst_addr, "dst"}}) {
       if (!core.platform().locate(addr, d.length)) {
         throw LLMException(LLMStatusCode::LLM_FAILED, argument,
                            "[" + str(addr) + ", +" + str(d.length) + ") is not allocated memory");

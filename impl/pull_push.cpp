@@ -374,8 +374,8 @@ bool sends_nothing(DataDistCore& core, const PushPlan& plan, const CacheView& sr
                    const char* api) {
   if (!plan.layers.empty()) return false;
   core.flag(DiagnosticKind::kPushSendsNothing,
-            std::string(api) + " of cache " + std::to_string(src.cache_id) + " sends nothing: " +
-                "num_tensors " + std::to_string(src.desc.num_tensors()) +
+            std::string(api) + " of cache " + std::to_string(src.cache_id) +
+                " sends nothing: " + "num_tensors " + std::to_string(src.desc.num_tensors()) +
                 " < tensor_num_per_layer " + std::to_string(plan.tensor_num_per_layer) +
                 " leaves the default layer range empty, and the library reports success",
             "tensor_num_per_layer");
