@@ -72,14 +72,7 @@ def prompt(datadist, args):
     if task.synchronize() != LLMStatusCode.LLM_SUCCESS:
         raise RuntimeError("transfer failed")
     dist.barrier()  # transfer done
-    cluster = LLMClusterInfo()
-    cluster.remote_cluster_id = DECODER
-    ret, _ = datadist.unlink_clusters([cluster], 5000, force=True)
-    if ret != LLMStatusCode.LLM_SUCCESS:
-        raise RuntimeError("unlink failed")
-    dist.barrier()  # both unlinked
-    manager.unregister_cache(cache.cache_id)
-    datadist.finalize()
+    close(datadist, cache, DECODER)
 
 
 def decoder(datadist, args):
@@ -98,13 +91,18 @@ def decoder(datadist, args):
         if not torch.equal(got, expected):
             raise RuntimeError(f"tensor {t}: blocks 5-7 should hold {t + 1}, got {got}")
     logging.info("every layer's K and V landed in blocks 5, 6, 7: %s", tensors[1].cpu()[4:8, :3])
+    close(datadist, cache, PROMPT)
+
+
+def close(datadist, cache, peer):
+    """Each side drops its own end of the link (force: no message to the peer), then leaves."""
     cluster = LLMClusterInfo()
-    cluster.remote_cluster_id = PROMPT
+    cluster.remote_cluster_id = peer
     ret, _ = datadist.unlink_clusters([cluster], 5000, force=True)
     if ret != LLMStatusCode.LLM_SUCCESS:
         raise RuntimeError("unlink failed")
     dist.barrier()  # both unlinked
-    manager.unregister_cache(cache.cache_id)
+    datadist.cache_manager.unregister_cache(cache.cache_id)
     datadist.finalize()
 
 
