@@ -16,6 +16,8 @@ from numpy.lib.stride_tricks import as_strided
 
 import kvsim
 from kvsim.hosting import npu
+from kvsim.hosting.tensor_base import (TensorBase, basic_items, is_basic_key, numel_of,
+                                       shape_args, to_args, wrap_dim)
 
 _backend = None
 
@@ -51,37 +53,16 @@ def _contiguous_strides(shape):
     return tuple(reversed(strides))
 
 
-def _numel(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def _wrap_dim(dim, ndim):
-    lim = max(ndim, 1)
-    if not -lim <= dim < lim:
-        raise IndexError(f"Dimension out of range (expected to be in range of "
-                         f"[{-lim}, {lim - 1}], but got {dim})")
-    return dim % lim
-
-
-def _shape_args(args):
-    if len(args) == 1 and not isinstance(args[0], numbers.Integral):
-        return tuple(args[0])
-    return tuple(args)
-
-
 def _infer_shape(shape, numel):
     shape = [operator.index(d) for d in shape]
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
-    known = _numel([d for d in shape if d != -1])
+    known = numel_of([d for d in shape if d != -1])
     if -1 in shape:
         if known == 0 or numel % known:
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
         shape[shape.index(-1)] = numel // known
-    if _numel(shape) != numel:
+    if numel_of(shape) != numel:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
     return tuple(shape)
 
@@ -92,7 +73,7 @@ def _view_strides(shape, strides, new_shape):
     Dimensions of size 1 are dropped; the rest split into runs that are contiguous with one
     another; each run must be covered exactly by consecutive new dimensions.
     """
-    if _numel(new_shape) == 0:
+    if numel_of(new_shape) == 0:
         return _contiguous_strides(new_shape)
     runs = []  # [size, stride of its innermost element]
     for d, s in zip(shape, strides):
@@ -123,16 +104,6 @@ def _view_strides(shape, strides, new_shape):
         if d == 1:
             out[i] = out[i + 1] * new_shape[i + 1] if i + 1 < len(new_shape) else 1
     return tuple(out)
-
-
-def _is_basic_key(key):
-    items = key if isinstance(key, tuple) else (key,)
-    for k in items:
-        if k is None or k is Ellipsis or isinstance(k, slice):
-            continue
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
-            return False
-    return True
 
 
 def _devices_in(obj, npus, cpus):
@@ -232,7 +203,7 @@ def _rebuild_npu(cpu, device):
     return NpuTensor.from_cpu(cpu, device)
 
 
-class NpuTensor:
+class NpuTensor(TensorBase):
     """A tensor on an NPU of the simulated world (torch_npu's ``device='npu:N'`` tensors)."""
 
     __slots__ = ("_buf", "_offset", "_shape", "_strides", "_dtype", "__weakref__")
@@ -252,7 +223,7 @@ class NpuTensor:
     def empty(cls, shape, dtype, device=None):
         """An uninitialised tensor (fresh HBM) on a logical device (default: current)."""
         shape = tuple(operator.index(d) for d in shape)
-        buf = npu.alloc(_numel(shape) * backend().itemsize(dtype), device)
+        buf = npu.alloc(numel_of(shape) * backend().itemsize(dtype), device)
         return cls._new(buf, 0, shape, _contiguous_strides(shape), dtype)
 
     @classmethod
@@ -264,21 +235,11 @@ class NpuTensor:
             kvsim.write(t._buf.addr, b.to_bytes(cpu))
         return t
 
-    # Metadata.
+    # Metadata (what the stand-in's CPU tensors share is in TensorBase).
 
     @property
     def shape(self):
         return backend().size(self._shape)
-
-    def size(self, dim=None):
-        """Shape, or one dimension's size."""
-        if dim is None:
-            return self.shape
-        return self._shape[_wrap_dim(dim, len(self._shape))]
-
-    @property
-    def dtype(self):
-        return self._dtype
 
     @property
     def device(self):
@@ -290,53 +251,13 @@ class NpuTensor:
         return self._buf.world_device
 
     is_npu = property(lambda self: True)
-    is_cuda = property(lambda self: False)
     is_cpu = property(lambda self: False)
-    is_sparse = property(lambda self: False)
     is_quantized = property(lambda self: False)
     is_meta = property(lambda self: False)
-    requires_grad = property(lambda self: False)
-    grad = property(lambda self: None)
-    grad_fn = property(lambda self: None)
-    is_leaf = property(lambda self: True)
-
-    @property
-    def data(self):
-        return self.detach()
-
-    @property
-    def ndim(self):
-        return len(self._shape)
-
-    def dim(self):
-        """Number of dimensions."""
-        return len(self._shape)
-
-    ndimension = dim
-
-    def numel(self):
-        """Number of elements."""
-        return _numel(self._shape)
-
-    nelement = numel
 
     def element_size(self):
         """Bytes per element."""
         return backend().itemsize(self._dtype)
-
-    @property
-    def itemsize(self):
-        return self.element_size()
-
-    @property
-    def nbytes(self):
-        return self.numel() * self.element_size()
-
-    def stride(self, dim=None):
-        """Strides in elements, or one dimension's stride."""
-        if dim is None:
-            return self._strides
-        return self._strides[_wrap_dim(dim, len(self._shape))]
 
     def storage_offset(self):
         """Offset of the first element in its buffer, in elements."""
@@ -427,21 +348,9 @@ class NpuTensor:
     def to(self, *args, **kwargs):
         """Move and/or convert: to(device), to(dtype), to(device, dtype), to(other), kwargs."""
         b = backend()
-        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
-        copy = kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
-        if kwargs:
-            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
-        for a in args:
-            if isinstance(a, NpuTensor) or b.is_tensor(a):
-                device, dtype = a.device, a.dtype
-            elif b.is_dtype(a):
-                dtype = a
-            elif isinstance(a, bool):
-                continue  # positional non_blocking
-            elif a is not None:
-                device = a
+        device, dtype, copy = to_args(args, kwargs,
+                                      lambda a: isinstance(a, NpuTensor) or b.is_tensor(a),
+                                      b.is_dtype)
         target = self._buf.device
         if device is not None:
             dev = npu.parse_device(device)
@@ -484,58 +393,25 @@ class NpuTensor:
                                "Scalar")
         return self.cpu().item()
 
-    def __bool__(self):
-        if self.numel() != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return bool(self.item())
-
-    def __float__(self):
-        return float(self.item())
-
-    def __int__(self):
-        return int(self.item())
-
     def __index__(self):
         if self.numel() != 1 or not backend().is_integral(self._dtype):
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
         return int(self.item())
 
-    def __len__(self):
-        if not self._shape:
-            raise TypeError("len() of a 0-d tensor")
-        return self._shape[0]
-
-    def __iter__(self):
-        if not self._shape:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._shape[0]))
-
     def __repr__(self, *args, **kwargs):
         return backend().format(self.cpu(), str(self.device))
 
     __str__ = __repr__
 
-    def __format__(self, spec):
-        if self.dim() == 0:
-            return self.item().__format__(spec)
-        return object.__format__(self, spec)
-
     def __reduce_ex__(self, protocol):
         return (_rebuild_npu, (self.cpu(), self._buf.device))
-
-    def __deepcopy__(self, memo):
-        return self.clone()
 
     # Data, natively on the device.
 
     def clone(self, memory_format=None):
         """A contiguous copy on the same NPU."""
         return self._copy_to(self._buf.device)
-
-    def contiguous(self, memory_format=None):
-        """Self if contiguous, else a contiguous copy."""
-        return self if self.is_contiguous() else self.clone()
 
     def detach(self):
         """The same data (NPU tensors carry no autograd)."""
@@ -568,10 +444,6 @@ class NpuTensor:
             done += k
         return self
 
-    def zero_(self):
-        """Set every element to zero."""
-        return self.fill_(0)
-
     def copy_(self, src, non_blocking=False):
         """Copy src's values (NPU or CPU tensor, broadcast and converted as torch does)."""
         b = backend()
@@ -603,7 +475,7 @@ class NpuTensor:
                 raise RuntimeError("kvsim NPU tensors view as another dtype only with the same "
                                    "element size")
             return NpuTensor._new(self._buf, self._offset, self._shape, self._strides, dtype)
-        new = _infer_shape(_shape_args(shape), self.numel())
+        new = _infer_shape(shape_args(shape), self.numel())
         strides = _view_strides(self._shape, self._strides, new)
         if strides is None:
             raise RuntimeError("view size is not compatible with input tensor's size and stride "
@@ -613,32 +485,25 @@ class NpuTensor:
 
     def reshape(self, *shape):
         """A view if the strides allow, else a reshaped copy."""
-        new = _infer_shape(_shape_args(shape), self.numel())
+        new = _infer_shape(shape_args(shape), self.numel())
         strides = _view_strides(self._shape, self._strides, new)
         if strides is None:
             return self.clone().view(new)
         return self._view(self._offset, new, strides)
 
-    def view_as(self, other):
-        """view(other.shape)."""
-        return self.view(tuple(other.shape))
-
-    def reshape_as(self, other):
-        """reshape(other.shape)."""
-        return self.reshape(tuple(other.shape))
-
     def flatten(self, start_dim=0, end_dim=-1):
         """Dimensions start_dim..end_dim merged into one."""
         if not self._shape:
             return self.reshape(1)
-        s, e = _wrap_dim(start_dim, self.dim()), _wrap_dim(end_dim, self.dim())
+        s, e = wrap_dim(start_dim, self.dim()), wrap_dim(end_dim, self.dim())
         if s > e:
             raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
-        return self.reshape(self._shape[:s] + (_numel(self._shape[s:e + 1]),) + self._shape[e + 1:])
+        merged = numel_of(self._shape[s:e + 1])
+        return self.reshape(self._shape[:s] + (merged,) + self._shape[e + 1:])
 
     def permute(self, *dims):
         """A view with dimensions reordered."""
-        dims = [_wrap_dim(d, self.dim()) for d in _shape_args(dims)]
+        dims = [wrap_dim(d, self.dim()) for d in shape_args(dims)]
         if sorted(dims) != list(range(self.dim())):
             raise RuntimeError("permute(): dims must be a permutation of the dimensions")
         return self._view(self._offset, [self._shape[d] for d in dims],
@@ -649,7 +514,7 @@ class NpuTensor:
         if not self._shape:
             return self.detach()
         order = list(range(self.dim()))
-        a, b = _wrap_dim(dim0, self.dim()), _wrap_dim(dim1, self.dim())
+        a, b = wrap_dim(dim0, self.dim()), wrap_dim(dim1, self.dim())
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -668,7 +533,7 @@ class NpuTensor:
 
     def unsqueeze(self, dim):
         """A view with a dimension of size 1 inserted at `dim`."""
-        d = _wrap_dim(dim, self.dim() + 1)
+        d = wrap_dim(dim, self.dim() + 1)
         stride = self._strides[d] * self._shape[d] if d < self.dim() else 1
         return self._view(self._offset, self._shape[:d] + (1,) + self._shape[d:],
                           self._strides[:d] + (stride,) + self._strides[d:])
@@ -678,14 +543,14 @@ class NpuTensor:
         if dim is None:
             keep = [i for i, d in enumerate(self._shape) if d != 1]
         else:
-            drop = _wrap_dim(dim, self.dim()) if self._shape else None
+            drop = wrap_dim(dim, self.dim()) if self._shape else None
             keep = [i for i in range(self.dim()) if i != drop or self._shape[i] != 1]
         return self._view(self._offset, [self._shape[i] for i in keep],
                           [self._strides[i] for i in keep])
 
     def expand(self, *sizes):
         """A view broadcasting dimensions of size 1 to `sizes` (stride 0)."""
-        sizes = _shape_args(sizes)
+        sizes = shape_args(sizes)
         if len(sizes) < self.dim():
             raise RuntimeError("expand: the number of sizes provided must be greater or equal "
                                "to the number of dimensions in the tensor")
@@ -710,13 +575,9 @@ class NpuTensor:
                                    f"existing size ({have}) at non-singleton dimension {i}.")
         return self._view(self._offset, shape, strides)
 
-    def expand_as(self, other):
-        """expand(other.shape)."""
-        return self.expand(tuple(other.shape))
-
     def narrow(self, dim, start, length):
         """A view of `length` elements of `dim` from `start`."""
-        d = _wrap_dim(dim, self.dim())
+        d = wrap_dim(dim, self.dim())
         if start < 0:
             start += self._shape[d]
         if start < 0 or length < 0 or start + length > self._shape[d]:
@@ -728,7 +589,7 @@ class NpuTensor:
 
     def select(self, dim, index):
         """A view of one index of `dim` (that dimension removed)."""
-        d = _wrap_dim(dim, self.dim())
+        d = wrap_dim(dim, self.dim())
         size = self._shape[d]
         if not -size <= index < size:
             raise IndexError(f"index {index} is out of bounds for dimension {d} with size {size}")
@@ -739,7 +600,7 @@ class NpuTensor:
 
     def split(self, split_size_or_sections, dim=0):
         """Views of consecutive pieces along `dim` (a size, or a list of sizes)."""
-        d = _wrap_dim(dim, self.dim())
+        d = wrap_dim(dim, self.dim())
         size = self._shape[d]
         if isinstance(split_size_or_sections, numbers.Integral):
             step = int(split_size_or_sections)
@@ -750,41 +611,21 @@ class NpuTensor:
                 raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to "
                                    f"{size} (input tensor's size at dimension {d}), but got "
                                    f"split_sizes={sizes}")
-        out, start = [], 0
-        for n in sizes:
-            out.append(self.narrow(d, start, n))
-            start += n
-        return tuple(out)
-
-    def chunk(self, chunks, dim=0):
-        """At most `chunks` views of equal size along `dim` (the last may be smaller)."""
-        size = self._shape[_wrap_dim(dim, self.dim())]
-        return self.split(max(1, -(-size // chunks)), dim)
-
-    def unbind(self, dim=0):
-        """Views of every index of `dim`."""
-        d = _wrap_dim(dim, self.dim())
-        return tuple(self.select(d, i) for i in range(self._shape[d]))
+        return self._pieces(d, sizes)
 
     def __getitem__(self, key):
         if isinstance(key, list):
             key = _to_cpu(key)
-        if not _is_basic_key(key):
+        if not is_basic_key(key):
             return dispatch(backend().tensor_type.__getitem__, (self, key), name="__getitem__")
-        items = key if isinstance(key, tuple) else (key,)
-        for k in items:
-            if isinstance(k, slice) and k.step is not None and k.step <= 0:
-                raise ValueError("step must be greater than zero")
-        if Ellipsis not in items:
-            items = items + (Ellipsis,)  # numpy then returns a view, never reads an element
         fake = as_strided(np.zeros(1, np.int64), self._shape, [s * 8 for s in self._strides])
-        view = fake[items]
+        view = fake[basic_items(key)]
         base = fake.__array_interface__["data"][0]
         offset = (view.__array_interface__["data"][0] - base) // 8
         return self._view(self._offset + offset, view.shape, [s // 8 for s in view.strides])
 
     def __setitem__(self, key, value):
-        if _is_basic_key(key):
+        if is_basic_key(key):
             target = self[key]
             b = backend()
             if isinstance(value, numbers.Number):

@@ -7,10 +7,11 @@ import numpy as np
 
 from kvsim.hosting import context, npu
 from kvsim.hosting.npu_tensor import NpuTensor
+from kvsim.hosting.tensor_base import shape_args
 
 from . import _dtypes as D
-from ._tensor import (Tensor, _shape_args, allclose, equal, from_values, is_cpu, make,
-                      maximum, minimum, npu_aware, npu_target, place)
+from ._tensor import (Tensor, allclose, equal, from_values, is_cpu, make, maximum, minimum,
+                      npu_aware, npu_target, place)
 
 __all__ = ["Generator", "allclose", "arange", "as_tensor", "cat", "concat", "empty",
            "empty_like", "equal", "eye", "from_numpy", "full", "full_like", "get_default_dtype",
@@ -101,7 +102,7 @@ def _sizes(size, kwargs):
 
 
 def _filled(size, value, dtype, device):
-    shape = tuple(builtins.int(d) for d in _shape_args(size))
+    shape = tuple(builtins.int(d) for d in shape_args(size))
     index = npu_target(device)
     if index is not None:  # made on the NPU directly: no host copy of a large cache
         t = NpuTensor.empty(shape, dtype, npu._check(index))
@@ -228,7 +229,7 @@ def _random(kind, size, dtype, device, generator):
     if dtype.kind != 2:
         raise RuntimeError(f"\"{kind}\" not implemented for '{dtype.name}'")
     rng = _generator(generator).rng
-    shape = tuple(builtins.int(d) for d in _shape_args(size))
+    shape = tuple(builtins.int(d) for d in shape_args(size))
     np_type = np.float64 if dtype is D.float64 else np.float32
     values = rng.random(shape, dtype=np_type) if kind == "uniform" else \
         rng.standard_normal(shape, dtype=np_type)

@@ -12,6 +12,8 @@ import numpy as np
 
 from kvsim.hosting import npu
 from kvsim.hosting.npu_tensor import NpuTensor, dispatch, join_repr
+from kvsim.hosting.tensor_base import (TensorBase, basic_items, is_basic_key, numel_of,
+                                       shape_args, to_args, wrap_dim)
 
 from . import _dtypes as D
 from . import _format
@@ -27,10 +29,7 @@ class Size(tuple):
 
     def numel(self):
         """Product of the sizes."""
-        n = 1
-        for d in self:
-            n *= d
-        return n
+        return numel_of(self)
 
     def __getitem__(self, key):
         r = super().__getitem__(key)
@@ -242,35 +241,12 @@ def _index_key(key):
     return key
 
 
-def _is_basic(key):
-    for k in key if isinstance(key, tuple) else (key,):
-        if k is None or k is Ellipsis or isinstance(k, slice):
-            continue
-        if isinstance(k, (builtins.bool, np.bool_)) or not isinstance(k, numbers.Integral):
-            return False
-    return True
-
-
-def _wrap(dim, ndim):
-    lim = builtins.max(ndim, 1)
-    if not -lim <= dim < lim:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-lim}, "
-                         f"{lim - 1}], but got {dim})")
-    return dim % lim
-
-
-def _shape_args(args):
-    if len(args) == 1 and not isinstance(args[0], numbers.Integral):
-        return tuple(args[0])
-    return tuple(args)
-
-
 class _TensorMeta(type):
     def __instancecheck__(cls, obj):
         return type.__instancecheck__(cls, obj) or isinstance(obj, NpuTensor)
 
 
-class Tensor(metaclass=_TensorMeta):
+class Tensor(TensorBase, metaclass=_TensorMeta):
     """A CPU tensor of the stand-in (isinstance also accepts NPU tensors, as torch does)."""
 
     __slots__ = ("_a", "_dtype", "__weakref__")
@@ -280,9 +256,12 @@ class Tensor(metaclass=_TensorMeta):
     def __new__(cls, *args):
         if len(args) == 1 and not isinstance(args[0], numbers.Integral):
             return from_values(np.asarray(args[0], dtype=np.float32), D.float32)
-        return make(np.zeros(_shape_args(args), np.float32), D.float32)
+        return make(np.zeros(shape_args(args), np.float32), D.float32)
 
-    # Metadata.
+    # Metadata (what NPU tensors share is in TensorBase).
+
+    _shape = property(lambda self: self._a.shape)
+    _strides = property(lambda self: tuple(s // self._dtype.itemsize for s in self._a.strides))
 
     def values(self):
         """The values as a numpy array in the dtype's compute type (shares memory unless bf16)."""
@@ -294,63 +273,16 @@ class Tensor(metaclass=_TensorMeta):
     def shape(self):
         return Size(self._a.shape)
 
-    def size(self, dim=None):
-        """Shape, or one dimension's size."""
-        return self.shape if dim is None else self._a.shape[_wrap(dim, self._a.ndim)]
-
-    @property
-    def dtype(self):
-        return self._dtype
-
     @property
     def device(self):
         return CPU
 
     is_npu = property(lambda self: False)
-    is_cuda = property(lambda self: False)
     is_cpu = property(lambda self: True)
-    is_sparse = property(lambda self: False)
-    requires_grad = property(lambda self: False)
-    grad = property(lambda self: None)
-    grad_fn = property(lambda self: None)
-    is_leaf = property(lambda self: True)
-
-    @property
-    def data(self):
-        return self.detach()
-
-    @property
-    def ndim(self):
-        return self._a.ndim
-
-    def dim(self):
-        """Number of dimensions."""
-        return self._a.ndim
-
-    ndimension = dim
-
-    def numel(self):
-        """Number of elements."""
-        return builtins.int(self._a.size)
-
-    nelement = numel
 
     def element_size(self):
         """Bytes per element."""
         return self._dtype.itemsize
-
-    @property
-    def itemsize(self):
-        return self._dtype.itemsize
-
-    @property
-    def nbytes(self):
-        return self.numel() * self._dtype.itemsize
-
-    def stride(self, dim=None):
-        """Strides in elements."""
-        st = tuple(s // self._dtype.itemsize for s in self._a.strides)
-        return st if dim is None else st[_wrap(dim, self._a.ndim)]
 
     def is_contiguous(self, memory_format=None):
         """True if the elements are dense in C order."""
@@ -402,21 +334,8 @@ class Tensor(metaclass=_TensorMeta):
 
     def to(self, *args, **kwargs):
         """Convert dtype and/or move: to(dtype), to(device[, dtype]), to(other), kwargs."""
-        dev, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
-        copy = kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
-        if kwargs:
-            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
-        for a in args:
-            if isinstance(a, Tensor):
-                dev, dtype = a.device, a.dtype
-            elif isinstance(a, D.dtype):
-                dtype = a
-            elif isinstance(a, builtins.bool):
-                continue
-            elif a is not None:
-                dev = a
+        dev, dtype, copy = to_args(args, kwargs, lambda a: isinstance(a, Tensor),
+                                   lambda a: isinstance(a, D.dtype))
         t = self
         if dtype is not None and dtype is not self._dtype:
             t = from_values(self.values(), dtype)
@@ -475,32 +394,11 @@ class Tensor(metaclass=_TensorMeta):
         """to(torch.bool)."""
         return self.to(D.bool_)
 
-    def __bool__(self):
-        if self._a.size != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return builtins.bool(self.item())
-
-    def __float__(self):
-        return builtins.float(self.item())
-
-    def __int__(self):
-        return builtins.int(self.item())
-
     def __index__(self):
         if self._a.size != 1 or self._dtype.kind == 2:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
         return builtins.int(self.item())
-
-    def __len__(self):
-        if self._a.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
-        return self._a.shape[0]
-
-    def __iter__(self):
-        if self._a.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._a.shape[0]))
 
     def __contains__(self, element):
         return builtins.bool((self == element).any())
@@ -510,26 +408,14 @@ class Tensor(metaclass=_TensorMeta):
 
     __str__ = __repr__
 
-    def __format__(self, spec):
-        if self._a.ndim == 0:
-            return self.item().__format__(spec)
-        return object.__format__(self, spec)
-
     def __reduce__(self):
         return (_rebuild, (np.array(self._a), self._dtype.name))
-
-    def __deepcopy__(self, memo):
-        return self.clone()
 
     # Data.
 
     def clone(self, memory_format=None):
         """A contiguous copy."""
         return make(np.array(self._a, copy=True, order="C"), self._dtype)
-
-    def contiguous(self, memory_format=None):
-        """Self if contiguous, else a contiguous copy."""
-        return self if self._a.flags.c_contiguous else self.clone()
 
     def detach(self):
         """The same data."""
@@ -547,10 +433,6 @@ class Tensor(metaclass=_TensorMeta):
         self._a[...] = storage_of(np.asarray(value), self._dtype)
         return self
 
-    def zero_(self):
-        """Set every element to zero."""
-        return self.fill_(0)
-
     def copy_(self, src, non_blocking=False):
         """Copy (broadcast, converted) values of another tensor, NPU tensors included."""
         if isinstance(src, NpuTensor):
@@ -567,12 +449,12 @@ class Tensor(metaclass=_TensorMeta):
 
     def new_zeros(self, *size, dtype=None, device=None):
         """Zeros with this dtype by default."""
-        return place(make(np.zeros(_shape_args(size), (dtype or self._dtype).storage),
+        return place(make(np.zeros(shape_args(size), (dtype or self._dtype).storage),
                           dtype or self._dtype), device)
 
     def new_ones(self, *size, dtype=None, device=None):
         """Ones with this dtype by default."""
-        return place(from_values(np.ones(_shape_args(size)), dtype or self._dtype), device)
+        return place(from_values(np.ones(shape_args(size)), dtype or self._dtype), device)
 
     def new_full(self, size, fill_value, dtype=None, device=None):
         """`fill_value` everywhere, with this dtype by default."""
@@ -591,7 +473,7 @@ class Tensor(metaclass=_TensorMeta):
             if d.itemsize != self._dtype.itemsize and not self._a.flags.c_contiguous:
                 raise RuntimeError("self.stride(-1) must be 1 to view as a dtype of another size")
             return make(self._a.view(d.storage), d)
-        new = _shape_args(shape)
+        new = shape_args(shape)
         v = self._a.reshape(new)
         if v.size and not np.shares_memory(v, self._a):
             raise RuntimeError("view size is not compatible with input tensor's size and stride "
@@ -599,29 +481,21 @@ class Tensor(metaclass=_TensorMeta):
                                "Use .reshape(...) instead.")
         return make(v, self._dtype)
 
-    def view_as(self, other):
-        """view(other.shape)."""
-        return self.view(tuple(other.shape))
-
     def reshape(self, *shape):
         """A view if possible, else a copy, with another shape."""
-        return make(self._a.reshape(_shape_args(shape)), self._dtype)
-
-    def reshape_as(self, other):
-        """reshape(other.shape)."""
-        return self.reshape(tuple(other.shape))
+        return make(self._a.reshape(shape_args(shape)), self._dtype)
 
     def flatten(self, start_dim=0, end_dim=-1):
         """Dimensions start_dim..end_dim merged into one."""
         if self._a.ndim == 0:
             return self.reshape(1)
-        s, e = _wrap(start_dim, self._a.ndim), _wrap(end_dim, self._a.ndim)
+        s, e = wrap_dim(start_dim, self._a.ndim), wrap_dim(end_dim, self._a.ndim)
         shape = self._a.shape
         return self.reshape(shape[:s] + (-1,) + shape[e + 1:]) if shape[s:e + 1] else self
 
     def unsqueeze(self, dim):
         """A view with a new dimension of size 1."""
-        return make(np.expand_dims(self._a, _wrap(dim, self._a.ndim + 1)), self._dtype)
+        return make(np.expand_dims(self._a, wrap_dim(dim, self._a.ndim + 1)), self._dtype)
 
     def squeeze(self, dim=None):
         """A view without dimensions of size 1 (or only `dim`)."""
@@ -629,20 +503,20 @@ class Tensor(metaclass=_TensorMeta):
             return make(np.squeeze(self._a), self._dtype)
         if self._a.ndim == 0:
             return self.detach()
-        d = _wrap(dim, self._a.ndim)
+        d = wrap_dim(dim, self._a.ndim)
         return make(np.squeeze(self._a, d) if self._a.shape[d] == 1 else self._a, self._dtype)
 
     def permute(self, *dims):
         """A view with dimensions reordered."""
-        return make(np.transpose(self._a, [_wrap(d, self._a.ndim) for d in _shape_args(dims)]),
+        return make(np.transpose(self._a, [wrap_dim(d, self._a.ndim) for d in shape_args(dims)]),
                     self._dtype)
 
     def transpose(self, dim0, dim1):
         """A view with two dimensions swapped."""
         if self._a.ndim == 0:
             return self.detach()
-        return make(np.swapaxes(self._a, _wrap(dim0, self._a.ndim), _wrap(dim1, self._a.ndim)),
-                    self._dtype)
+        n = self._a.ndim
+        return make(np.swapaxes(self._a, wrap_dim(dim0, n), wrap_dim(dim1, n)), self._dtype)
 
     def t(self):
         """Transpose of a tensor of at most 2 dimensions."""
@@ -657,7 +531,7 @@ class Tensor(metaclass=_TensorMeta):
 
     def expand(self, *sizes):
         """A broadcast view (read-only)."""
-        sizes = list(_shape_args(sizes))
+        sizes = list(shape_args(sizes))
         lead = len(sizes) - self._a.ndim
         for i in range(lead, len(sizes)):
             if sizes[i] == -1:
@@ -668,27 +542,23 @@ class Tensor(metaclass=_TensorMeta):
             raise RuntimeError(f"The expanded size of the tensor must match the existing size "
                                f"at non-singleton dimension: {e}") from None
 
-    def expand_as(self, other):
-        """expand(other.shape)."""
-        return self.expand(tuple(other.shape))
-
     def narrow(self, dim, start, length):
         """A view of `length` elements of `dim` from `start`."""
-        d = _wrap(dim, self._a.ndim)
+        d = wrap_dim(dim, self._a.ndim)
         key = [slice(None)] * self._a.ndim
         key[d] = slice(start, start + length)
         return make(self._a[tuple(key)], self._dtype)
 
     def select(self, dim, index):
         """A view of one index of `dim`."""
-        d = _wrap(dim, self._a.ndim)
+        d = wrap_dim(dim, self._a.ndim)
         key = [slice(None)] * self._a.ndim
         key[d] = index
         return make(self._a[tuple(key) + (Ellipsis,)], self._dtype)
 
     def split(self, split_size_or_sections, dim=0):
         """Views of consecutive pieces along `dim`."""
-        d = _wrap(dim, self._a.ndim)
+        d = wrap_dim(dim, self._a.ndim)
         size = self._a.shape[d]
         if isinstance(split_size_or_sections, numbers.Integral):
             step = builtins.int(split_size_or_sections)
@@ -698,32 +568,12 @@ class Tensor(metaclass=_TensorMeta):
             if sum(sizes) != size:
                 raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to "
                                    f"{size}, but got split_sizes={sizes}")
-        out, start = [], 0
-        for n in sizes:
-            out.append(self.narrow(d, start, n))
-            start += n
-        return tuple(out)
-
-    def chunk(self, chunks, dim=0):
-        """At most `chunks` views of equal size along `dim`."""
-        size = self._a.shape[_wrap(dim, self._a.ndim)]
-        return self.split(builtins.max(1, -(-size // chunks)), dim)
-
-    def unbind(self, dim=0):
-        """Views of every index of `dim`."""
-        d = _wrap(dim, self._a.ndim)
-        return tuple(self.select(d, i) for i in range(self._a.shape[d]))
+        return self._pieces(d, sizes)
 
     def __getitem__(self, key):
         key = _index_key(key)
-        if _is_basic(key):
-            items = key if isinstance(key, tuple) else (key,)
-            for k in items:
-                if isinstance(k, slice) and k.step is not None and k.step <= 0:
-                    raise ValueError("step must be greater than zero")
-            if Ellipsis not in items:
-                items = items + (Ellipsis,)
-            return make(self._a[items], self._dtype)
+        if is_basic_key(key):
+            return make(self._a[basic_items(key)], self._dtype)
         return make(np.array(self._a[key]), self._dtype)
 
     def __setitem__(self, key, value):
@@ -811,7 +661,7 @@ class Tensor(metaclass=_TensorMeta):
     def sum(self, dim=None, keepdim=False, dtype=None):
         """Sum of all elements or along dims (integers sum as int64)."""
         out = self._reduce_dtype(dtype)
-        axis = None if dim is None else tuple(_wrap(d, self._a.ndim) for d in
+        axis = None if dim is None else tuple(wrap_dim(d, self._a.ndim) for d in
                                               (dim if isinstance(dim, (tuple, list)) else (dim,)))
         return from_values(np.sum(self.values().astype(out.compute), axis=axis,
                                   keepdims=keepdim), out)
@@ -822,7 +672,7 @@ class Tensor(metaclass=_TensorMeta):
         if out.kind != 2:
             raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either "
                                f"a floating point or complex dtype. Got: {_type_word(out)}")
-        axis = None if dim is None else tuple(_wrap(d, self._a.ndim) for d in
+        axis = None if dim is None else tuple(wrap_dim(d, self._a.ndim) for d in
                                               (dim if isinstance(dim, (tuple, list)) else (dim,)))
         return from_values(np.mean(self.values().astype(out.compute), axis=axis,
                                    keepdims=keepdim), out)
@@ -833,7 +683,7 @@ class Tensor(metaclass=_TensorMeta):
                 raise RuntimeError("max(): Expected reduction dim to be specified for "
                                    "input.numel() == 0.")
             return from_values(fn(self.values()), self._dtype)
-        d = _wrap(dim, self._a.ndim)
+        d = wrap_dim(dim, self._a.ndim)
         return _MinMax(from_values(fn(self.values(), axis=d, keepdims=keepdim), self._dtype),
                        make(np.asarray(arg(self.values(), axis=d, keepdims=keepdim),
                                        dtype=np.int64), D.int64))
@@ -852,13 +702,13 @@ class Tensor(metaclass=_TensorMeta):
 
     def argmax(self, dim=None, keepdim=False):
         """Index of the largest element (flattened if dim is None)."""
-        r = np.argmax(self.values(), axis=None if dim is None else _wrap(dim, self._a.ndim),
+        r = np.argmax(self.values(), axis=None if dim is None else wrap_dim(dim, self._a.ndim),
                       keepdims=keepdim)
         return make(np.asarray(r, dtype=np.int64), D.int64)
 
     def argmin(self, dim=None, keepdim=False):
         """Index of the smallest element (flattened if dim is None)."""
-        r = np.argmin(self.values(), axis=None if dim is None else _wrap(dim, self._a.ndim),
+        r = np.argmin(self.values(), axis=None if dim is None else wrap_dim(dim, self._a.ndim),
                       keepdims=keepdim)
         return make(np.asarray(r, dtype=np.int64), D.int64)
 
