@@ -360,6 +360,14 @@ struct JobHandle {
 
 JobHandle start_job(py::function fn, const std::string& name, int process);
 
+// `value` if it names one of `count` devices or nodes, else ValueError("no device 9").
+int checked_index(const char* what, int value, int count) {
+  if (value < 0 || value >= count) {
+    throw impl::ValueError(what, std::string("no ") + what + " " + std::to_string(value));
+  }
+  return value;
+}
+
 // A one-shot flag in simulated time (kvsim.Event).
 struct EventHandle {
   std::shared_ptr<WorldBox> box;
@@ -1036,30 +1044,23 @@ void bind_world(py::module_& m) {
           "device_ip",
           [](std::shared_ptr<WorldBox> b, int device) {
             sim::World& w = live(b);
-            if (device < 0 || device >= w.platform().device_count()) {
-              throw impl::ValueError("device", "no device " + std::to_string(device));
-            }
-            return w.platform().device_ip(device);
+            return w.platform().device_ip(
+                checked_index("device", device, w.platform().device_count()));
           },
           "device"_a)
       .def(
           "host_ip",
           [](std::shared_ptr<WorldBox> b, int node) {
             sim::World& w = live(b);
-            if (node < 0 || node >= w.spec().nodes) {
-              throw impl::ValueError("node", "no node " + std::to_string(node));
-            }
-            return w.platform().host_ip(node);
+            return w.platform().host_ip(checked_index("node", node, w.spec().nodes));
           },
           "node"_a)
       .def(
           "node_of",
           [](std::shared_ptr<WorldBox> b, int device) {
             sim::World& w = live(b);
-            if (device < 0 || device >= w.platform().device_count()) {
-              throw impl::ValueError("device", "no device " + std::to_string(device));
-            }
-            return w.platform().node_of(device);
+            return w.platform().node_of(
+                checked_index("device", device, w.platform().device_count()));
           },
           "device"_a)
       .def_property_readonly("nodes",
