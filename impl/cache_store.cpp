@@ -88,7 +88,8 @@ CacheView register_cache(DataDistCore& core, const RegisterRequest& request) {
       }
     }
   }
-  CacheEntry entry{CacheView{-1, desc, request.addrs, request.is_blocks_cache, remote_accessible}};
+  CacheEntry entry{
+      CacheView{-1, desc, request.addrs, request.is_blocks_cache, remote_accessible, request.mix}};
   entry.row_keys = std::move(keys);
   entry.blocks_key = request.blocks_key;
   entry.registered = true;

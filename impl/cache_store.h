@@ -18,6 +18,7 @@ struct RegisterRequest {
   std::vector<std::uint64_t> addrs{};
   std::optional<bool> remote_accessible{};
   bool is_blocks_cache = false;
+  bool mix = false;                            ///< C++ RegisterKvCache (CacheView::mix).
   std::vector<CacheKey> cache_keys{};          ///< register_cache: one per batch row.
   std::optional<BlocksCacheKey> blocks_key{};  ///< register_blocks_cache.
 };

@@ -36,7 +36,11 @@ CacheGeometry make_cache_geometry(const CacheView& cache) {
   g.tensor_size = cache.desc.size();
   g.tensor_addrs = cache.tensor_addrs;
   g.remote_accessible = cache.remote_accessible;
-  if (cache.is_blocks_cache) {
+  if (cache.mix) {
+    g.batch_size = static_cast<std::uint64_t>(cache.desc.shape().front());
+    g.num_blocks = g.batch_size;
+    g.stride = g.tensor_size / g.num_blocks;
+  } else if (cache.is_blocks_cache) {
     g.batch_size = 1;
     g.num_blocks = static_cast<std::uint64_t>(cache.desc.shape().front());
     g.stride = g.tensor_size / g.num_blocks;

@@ -50,7 +50,7 @@ struct CacheGeometry {
 
 /// The geometry of a cache from its description (§3.4). Contiguous: batch_size =
 /// shape[batch_dim_index], stride = tensor_size / batch_size. PA: num_blocks = shape[0],
-/// stride = tensor_size / num_blocks.
+/// stride = tensor_size / num_blocks. MIX (C++ registrations): both, from shape[0].
 CacheGeometry make_cache_geometry(const CacheView& cache);
 
 /// What one per-layer call transfers (the C++ TransferCacheConfig + TransferBlockConfig).

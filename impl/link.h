@@ -19,6 +19,7 @@ struct RemoteCacheInfo {
   CacheGeometry geometry;
   Placement placement = Placement::DEVICE;
   bool is_blocks_cache = false;
+  bool mix = false;  ///< A C++ registration: contiguous and blocks at once.
   std::optional<BlocksCacheKey> blocks_key{};
 };
 

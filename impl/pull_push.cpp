@@ -48,12 +48,12 @@ std::uint64_t cluster_of(const PullBlocksKey& key) {
       key);
 }
 
-const CacheEntry& local_entry(const DataDistCore& core, const CacheView& view,
+const CacheEntry& local_entry(const DataDistCore& core, std::int64_t cache_id,
                               const char* argument) {
-  const CacheEntry* e = core.caches().find(view.cache_id);
+  const CacheEntry* e = core.caches().find(cache_id);
   if (e == nullptr) {
     throw LLMException(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST, argument,
-                       "cache " + std::to_string(view.cache_id) + " is not registered here");
+                       "cache " + std::to_string(cache_id) + " is not registered here");
   }
   return *e;
 }
@@ -183,9 +183,13 @@ void run_pull(DataDistCore& core, Link& link, const RemoteSource& src,
 void pull_cache(DataDistCore& core, const PullCacheArgs& args) {
   const PullCachePlan plan =
       validate_pull_cache(args, core.options().enable_remote_cache_accessible);
-  const CacheEntry& local = local_entry(core, *args.cache, "cache");
-  const PullBlocksKey key =
-      std::visit([](const auto& k) -> PullBlocksKey { return k; }, *args.cache_key);
+  pull_cache_planned(core, *args.cache_key, args.cache->cache_id, plan);
+}
+
+void pull_cache_planned(DataDistCore& core, const PullCacheKey& cache_key, std::int64_t local_id,
+                        const PullCachePlan& plan) {
+  const CacheEntry& local = local_entry(core, local_id, "cache");
+  const PullBlocksKey key = std::visit([](const auto& k) -> PullBlocksKey { return k; }, cache_key);
   const std::shared_ptr<Link> link = linked(core, cluster_of(key), "cache_key");
   check_overlap(core, *link, "pull_cache");
   ActivePull active(*link);
@@ -195,7 +199,7 @@ void pull_cache(DataDistCore& core, const PullCacheArgs& args) {
   }
   const RemoteSource src = find_source(core, *link, key, "cache_key");
   const CacheGeometry& remote = src.info.geometry;
-  if (src.info.is_blocks_cache) {
+  if (src.info.is_blocks_cache && !src.info.mix) {
     throw_param_invalid("cache_key", "names a blocks cache; use pull_blocks");
   }
   if (src.row >= remote.batch_size) {
@@ -225,19 +229,24 @@ void pull_cache(DataDistCore& core, const PullCacheArgs& args) {
 
 void pull_blocks(DataDistCore& core, const PullBlocksArgs& args) {
   const PullBlocksPlan plan = validate_pull_blocks(args);
-  const CacheEntry& local = local_entry(core, *args.dst_cache, "dst_cache");
-  const std::shared_ptr<Link> link = linked(core, cluster_of(*args.src_cache_key), "src_cache_key");
+  pull_blocks_planned(core, *args.src_cache_key, args.dst_cache->cache_id, plan,
+                      std::holds_alternative<BlocksCacheKey>(*args.src_cache_key));
+}
+
+void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
+                         std::int64_t local_id, const PullBlocksPlan& plan, bool b2b) {
+  const CacheEntry& local = local_entry(core, local_id, "dst_cache");
+  const std::shared_ptr<Link> link = linked(core, cluster_of(src_cache_key), "src_cache_key");
   check_overlap(core, *link, "pull_blocks");
   ActivePull active(*link);
   LockGuard lock(link->mutex());
   if (!link->up()) {
     throw LLMException(LLMStatusCode::LLM_NOT_YET_LINK, "src_cache_key", "the link went down");
   }
-  const RemoteSource src = find_source(core, *link, *args.src_cache_key, "src_cache_key");
+  const RemoteSource src = find_source(core, *link, src_cache_key, "src_cache_key");
   const CacheGeometry& remote = src.info.geometry;
   const CacheGeometry geometry = make_cache_geometry(local.view);
-  const bool b2b = std::holds_alternative<BlocksCacheKey>(*args.src_cache_key);
-  if (b2b != src.info.is_blocks_cache) {
+  if (b2b != src.info.is_blocks_cache && !src.info.mix) {
     throw_param_invalid("src_cache_key", b2b ? "names a cache that is not a blocks cache"
                                              : "names a blocks cache; use a BlocksCacheKey");
   }
@@ -301,7 +310,7 @@ void pull_blocks(DataDistCore& core, const PullBlocksArgs& args) {
 namespace {
 
 void check_push_source(DataDistCore& core, const CacheView& src) {
-  local_entry(core, src, "src_cache");
+  local_entry(core, src.cache_id, "src_cache");
   if (src.placement() != Placement::DEVICE) {
     throw_param_invalid("src_cache", "push requires a DEVICE source cache");
   }
@@ -350,8 +359,10 @@ void check_push_layers_up_front(DataDistCore& core, const PushPlan& plan, const 
   }
 }
 
-void push_layers(DataDistCore& core, const PushPlan& plan, const CacheView& src,
-                 const TransferCacheKey& key, const char* api) {
+}  // namespace
+
+void push_planned(DataDistCore& core, const PushPlan& plan, const CacheView& src,
+                  const TransferCacheKey& key, const char* api) {
   check_push_layers_up_front(core, plan, src, key, api);
   for (const auto& [src_layer, dst_layer] : plan.layers) {
     LayerCall call;
@@ -367,6 +378,8 @@ void push_layers(DataDistCore& core, const PushPlan& plan, const CacheView& src,
     if (ret != LLMStatusCode::LLM_SUCCESS) push_failed(ret, api, src_layer);
   }
 }
+
+namespace {
 
 // hixl v2/cache_manager.py push_*: the default range is range(0, num_tensors //
 // tensor_num_per_layer), one C++ call per layer; an empty one makes no call at all.
@@ -388,14 +401,14 @@ void push_cache(DataDistCore& core, const PushCacheArgs& args) {
   const PushPlan plan = validate_push_cache(args, core.options().enable_remote_cache_accessible);
   if (sends_nothing(core, plan, *args.src_cache, "push_cache")) return;
   check_push_source(core, *args.src_cache);
-  push_layers(core, plan, *args.src_cache, *args.dst_cache_key, "push_cache");
+  push_planned(core, plan, *args.src_cache, *args.dst_cache_key, "push_cache");
 }
 
 void push_blocks(DataDistCore& core, const PushBlocksArgs& args) {
   const PushPlan plan = validate_push_blocks(args, core.options().enable_remote_cache_accessible);
   if (sends_nothing(core, plan, *args.src_cache, "push_blocks")) return;
   check_push_source(core, *args.src_cache);
-  push_layers(core, plan, *args.src_cache, *args.dst_cache_key, "push_blocks");
+  push_planned(core, plan, *args.src_cache, *args.dst_cache_key, "push_blocks");
 }
 
 }  // namespace kvsim::impl

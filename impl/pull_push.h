@@ -36,4 +36,18 @@ void push_cache(DataDistCore& core, const PushCacheArgs& args);
 /// push_blocks: as push_cache, B2B toward the remote blocks cache of the BlocksCacheKey.
 void push_blocks(DataDistCore& core, const PushBlocksArgs& args);
 
+// Below the Python API's validation, for front ends with rules of their own (the C++ API):
+
+/// pull_cache after validation: into local cache `local_id`, from the remote row `cache_key`.
+void pull_cache_planned(DataDistCore& core, const PullCacheKey& cache_key, std::int64_t local_id,
+                        const PullCachePlan& plan);
+/// pull_blocks after validation: B2B (`b2b`: src_blocks name remote blocks) or C2B (a remote row
+/// cut into the local blocks). A MIX remote cache serves either.
+void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
+                         std::int64_t local_id, const PullBlocksPlan& plan, bool b2b);
+/// push_* after validation: the up-front remote geometry checks, then one transfer_layer per
+/// (src, dst) layer pair of `plan` toward the remote cache named by `key`; `api` names errors.
+void push_planned(DataDistCore& core, const PushPlan& plan, const CacheView& src,
+                  const TransferCacheKey& key, const char* api);
+
 }  // namespace kvsim::impl

@@ -9,6 +9,7 @@ RemoteCacheInfo remote_info(const CacheEntry& entry) {
   info.geometry = make_cache_geometry(entry.view);
   info.placement = entry.view.placement();
   info.is_blocks_cache = entry.view.is_blocks_cache;
+  info.mix = entry.view.mix;
   info.blocks_key = entry.blocks_key;
   return info;
 }

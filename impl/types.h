@@ -133,6 +133,9 @@ struct CacheView {
   std::vector<std::uint64_t> tensor_addrs{};
   bool is_blocks_cache = false;
   bool remote_accessible = false;
+  /// A C++ RegisterKvCache registration (type MIX, llm_datadist_cpp.md §7): shape[0] is both its
+  /// batch size and its block count, so it serves the cache and the blocks calls alike.
+  bool mix = false;
 
   Placement placement() const { return desc.placement(); }
 };
