@@ -78,7 +78,7 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
     // the decoder towards its prompts.
     return {LLMStatusCode::LLM_PARAM_INVALID, {}};
   }
-  if (core.version() == ApiVersion::kV2 &&
+  if (core.front_end() == FrontEnd::kPython && core.version() == ApiVersion::kV2 &&
       (!core.options().local_comm_res || core.options().local_comm_res->empty())) {
     for (const LLMClusterInfo& info : clusters) {
       if (info.local_ip_info_list().empty()) {
@@ -102,6 +102,15 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
     const std::uint64_t remote = info.remote_cluster_id().value_or(0);
     if (info.remote_ip_info_list().size() != 1) {
       codes[i] = LLMStatusCode::LLM_PARAM_INVALID;  // "remote_ip_infos size != 1 is unsupported."
+      continue;
+    }
+    // LinkMsgHandler::GenerateLocalCommRes: without llm.LocalCommRes and without a listen address
+    // to make it from, the comm resource comes from the one local_ip_info (the C++ API; Python
+    // checks up front, above).
+    if (core.front_end() == FrontEnd::kCpp && !core.hixl() &&
+        (!core.options().local_comm_res || core.options().local_comm_res->empty()) &&
+        !core.options().listen_ip_info && info.local_ip_info_list().size() != 1) {
+      codes[i] = LLMStatusCode::LLM_PARAM_INVALID;
       continue;
     }
     // The client's own entity for the server: LinkMsgHandler's ExchangeInfoProcess refuses.

@@ -25,10 +25,17 @@ struct CommDomain;
 /// kvsim option: "1" turns every diagnostic into an error (default "0").
 inline constexpr const char* kOptionKvsimStrict = "kvsim.Strict";
 
+/// The API a program calls: the rules that differ between the library's front ends.
+enum class FrontEnd {
+  kPython,  ///< llm_datadist (Python): one LLMDataDist per process, its link_clusters checks.
+  kCpp,     ///< llm_datadist.h: always v2, any number of instances, LinkMsgHandler's checks.
+};
+
 /// The engine generation and kvsim's own settings, beside the library's options.
 struct KvsimSettings {
   ApiVersion version = ApiVersion::kV1;
   bool strict = false;
+  FrontEnd front_end = FrontEnd::kPython;
 };
 
 /// The generation as the library picks it (§1; hixl v2/llm_datadist.py _setup_engine_option):
@@ -57,6 +64,7 @@ class DataDistCore {
   const EngineOptions& options() const { return options_; }
   void set_listen_ip_info(std::optional<IpInfo> info) { options_.listen_ip_info = info; }
   ApiVersion version() const { return settings_.version; }
+  FrontEnd front_end() const { return settings_.front_end; }
   bool strict() const { return settings_.strict; }
   /// The world device it is bound to.
   int device() const { return options_.device_id; }

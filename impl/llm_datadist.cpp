@@ -6,8 +6,12 @@
 namespace kvsim::impl {
 
 LLMDataDist::LLMDataDist(Platform& platform, Directory& directory, LLMRole role,
-                         std::uint64_t cluster_id)
-    : platform_(platform), directory_(directory), role_(role), cluster_id_(cluster_id) {
+                         std::uint64_t cluster_id, FrontEnd front_end)
+    : platform_(platform),
+      directory_(directory),
+      role_(role),
+      cluster_id_(cluster_id),
+      front_end_(front_end) {
   if (!is_valid(role)) throw TypeError("role", "must be an LLMRole");
 }
 
@@ -40,11 +44,12 @@ void LLMDataDist::init(const std::map<std::string, std::string>& options) {
   if (initialized()) return;
   const int process = platform_.current_process();
   const std::shared_ptr<DataDistCore> sibling = directory_.find_process(process);
-  if (sibling && process != kScriptProcess) {
+  if (sibling && process != kScriptProcess && front_end_ == FrontEnd::kPython) {
     throw LLMException(LLMStatusCode::LLM_FAILED, "init", "Cannot init multiple LLMDataDists");
   }
   EngineOptions engine = parse_engine_options(options);
-  const KvsimSettings settings = parse_kvsim_settings(options, engine);
+  KvsimSettings settings = parse_kvsim_settings(options, engine);
+  settings.front_end = front_end_;
   if (settings.version == ApiVersion::kV1) {
     // EngineConfig.gen_cluster_info_if_not_exist (hixl v2/config.py): v1 reads the device list,
     // and a prompt needs its listen address (it is the server of v1's directional links).
@@ -71,7 +76,16 @@ void LLMDataDist::init(const std::map<std::string, std::string>& options) {
   }
   auto core = std::make_shared<DataDistCore>(platform_, directory_, process, cluster_id_, role_,
                                              engine, settings);
-  if (sibling) {
+  if (sibling && front_end_ == FrontEnd::kCpp) {
+    // llm_datadist_impl.cc does not refuse a second instance, but every instance of a process
+    // shares its singletons (GlobalMemManager, CommAdapter): behaviour the library leaves open.
+    core->flag(DiagnosticKind::kSeveralDataDistsInProcess,
+               "cluster " + std::to_string(cluster_id_) + " is a second LlmDataDist of this " +
+                   "process (cluster " + std::to_string(sibling->cluster_id()) +
+                   " is initialized); the library's instances of one process share its " +
+                   "process-wide state",
+               "Initialize");
+  } else if (sibling) {
     core->flag(DiagnosticKind::kSeveralDataDistsInProcess,
                "cluster " + std::to_string(cluster_id_) +
                    " is a second LLMDataDist of this "

@@ -22,7 +22,8 @@ namespace kvsim::impl {
 class LLMDataDist {
  public:
   /// TypeError for a role that is not an LLMRole.
-  LLMDataDist(Platform& platform, Directory& directory, LLMRole role, std::uint64_t cluster_id);
+  LLMDataDist(Platform& platform, Directory& directory, LLMRole role, std::uint64_t cluster_id,
+              FrontEnd front_end = FrontEnd::kPython);
   /// Leaves the world (links dropped on both sides, no simulated time passes). Pool memory is
   /// not returned to the platform, since jobs of this process may still be running.
   ~LLMDataDist();
@@ -91,6 +92,7 @@ class LLMDataDist {
   Directory& directory_;
   LLMRole role_;
   std::uint64_t cluster_id_;
+  FrontEnd front_end_;
   std::shared_ptr<DataDistCore> core_;
   std::unique_ptr<CacheManager> cache_manager_;
   std::unique_ptr<KvCacheManager> kv_cache_manager_;

@@ -1,6 +1,7 @@
 // The public C++ headers declare the real interface: status and ACL values, DataType numbers,
 // enum types, struct layouts and defaults, member signatures and default arguments, and
-// AscendString's behaviour (spec/llm_datadist_cpp.md §2–§5). Header-only: links no kvsim code.
+// AscendString's behaviour (spec/llm_datadist_cpp.md §2–§5); AscendString comes from
+// libllm_datadist.
 #include <gtest/gtest.h>
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 // kvsim's source-compatible declaration of CANN metadef's graph/ascend_string.h: ge::AscendString
-// and its std::hash. Header-only: every member is defined here (kvsim aims at source, not binary,
-// compatibility with CANN), so there is nothing for cpp/src/ to implement.
+// and its std::hash. As in metadef (graph/type/ascend_string.cc), the members are defined in the
+// library (libllm_datadist here, cpp/src/ascend_string.cpp), so the std::string inside is only
+// ever touched by library code: a program built with -D_GLIBCXX_USE_CXX11_ABI=0, as the official
+// samples' CMakeLists does, shares AscendStrings with kvsim's libraries safely.
 #pragma once
 
 #include <cstddef>
@@ -26,55 +28,36 @@ class AscendString {
 
   /// Copies the NUL-terminated `name`; nullptr gives a null string. Implicit, so a `const char*`
   /// converts (e.g. `options[OPTION_DEVICE_ID] = "0"`).
-  AscendString(const char_t* const name)
-      : name_(name == nullptr ? nullptr : std::make_shared<const std::string>(name)) {}
+  AscendString(const char_t* const name);
 
   /// Copies exactly `length` chars from `name` (NULs included); nullptr gives a null string.
-  AscendString(const char_t* const name, size_t length)
-      : name_(name == nullptr ? nullptr : std::make_shared<const std::string>(name, length)) {}
+  AscendString(const char_t* const name, size_t length);
 
   /// The characters, NUL-terminated; "" for a null string. Valid while a copy is alive.
-  const char_t* GetString() const { return name_ == nullptr ? "" : name_->c_str(); }
+  const char_t* GetString() const;
 
   /// Number of chars (0 for a null string).
-  size_t GetLength() const { return name_ == nullptr ? 0U : name_->size(); }
+  size_t GetLength() const;
 
   /// Position of `ascend_string` within this string; std::string::npos if absent or if either
   /// is null.
-  size_t Find(const AscendString& ascend_string) const {
-    if (name_ == nullptr || ascend_string.name_ == nullptr) return std::string::npos;
-    return name_->find(*ascend_string.name_);
-  }
+  size_t Find(const AscendString& ascend_string) const;
 
   /// std::hash of the characters; a null string hashes as "".
-  size_t Hash() const {
-    return name_ == nullptr ? std::hash<std::string>{}(std::string())
-                            : std::hash<std::string>{}(*name_);
-  }
+  size_t Hash() const;
 
-  bool operator<(const AscendString& d) const { return Compare(d) < 0; }
-  bool operator>(const AscendString& d) const { return Compare(d) > 0; }
-  bool operator<=(const AscendString& d) const { return Compare(d) <= 0; }
-  bool operator>=(const AscendString& d) const { return Compare(d) >= 0; }
-  bool operator==(const AscendString& d) const { return Compare(d) == 0; }
-  bool operator!=(const AscendString& d) const { return Compare(d) != 0; }
+  bool operator<(const AscendString& d) const;
+  bool operator>(const AscendString& d) const;
+  bool operator<=(const AscendString& d) const;
+  bool operator>=(const AscendString& d) const;
+  bool operator==(const AscendString& d) const;
+  bool operator!=(const AscendString& d) const;
 
   /// Equal to `d` up to its first NUL; a null string equals only nullptr.
-  bool operator==(const char_t* const d) const {
-    if (name_ == nullptr || d == nullptr) return name_ == nullptr && d == nullptr;
-    return std::strcmp(name_->c_str(), d) == 0;
-  }
-  bool operator!=(const char_t* const d) const { return !(*this == d); }
+  bool operator==(const char_t* const d) const;
+  bool operator!=(const char_t* const d) const;
 
  private:
-  /// Three-way comparison: null first, then the characters as std::string orders them.
-  int Compare(const AscendString& d) const {
-    if (name_ == nullptr || d.name_ == nullptr) {
-      return static_cast<int>(d.name_ == nullptr) - static_cast<int>(name_ == nullptr);
-    }
-    return name_->compare(*d.name_);
-  }
-
   std::shared_ptr<const std::string> name_;
 };
 

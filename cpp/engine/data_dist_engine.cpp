@@ -1,0 +1,348 @@
+#include "cpp/engine/data_dist_engine.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include "impl/cache_store.h"
+#include "impl/cluster_links.h"
+#include "impl/diagnostics.h"
+#include "impl/errors.h"
+#include "impl/pull_push.h"
+#include "impl/status.h"
+
+namespace kvsim::cpp {
+
+namespace {
+
+using impl::LLMStatusCode;
+
+constexpr Status code(LLMStatusCode c) {
+  return static_cast<Status>(impl::to_int(c));
+}
+constexpr Status kSuccess = code(LLMStatusCode::LLM_SUCCESS);
+constexpr Status kFailed = code(LLMStatusCode::LLM_FAILED);
+constexpr Status kParamInvalid = code(LLMStatusCode::LLM_PARAM_INVALID);
+constexpr Status kCacheNotExist = code(LLMStatusCode::LLM_KV_CACHE_NOT_EXIST);
+constexpr std::size_t kMaxShapeDims = 32;  // CacheManager: shape.size() < kMaxDimNum (32)
+
+// Runs an impl call and turns what it throws into the Status the C++ API returns: an
+// LLMException (strict-mode diagnostics included) its code, TypeError and ValueError
+// LLM_PARAM_INVALID (a C++ argument out of the library's range), anything else LLM_FAILED.
+template <class Fn>
+Status guarded(Fn&& fn) {
+  try {
+    fn();
+    return kSuccess;
+  } catch (const impl::LLMException& e) {
+    return code(e.status_code());
+  } catch (const impl::TypeError&) {
+    return kParamInvalid;
+  } catch (const impl::ValueError&) {
+    return kParamInvalid;
+  } catch (const std::exception&) {
+    return kFailed;
+  }
+}
+
+// LlmDataDistImpl::Initialize maps every non-LLM code to LLM_FAILED (TransRetToLlmCodes).
+Status llm_code(Status status) {
+  const bool llm = status == kSuccess || status == kFailed ||
+                   (status & 0xFFFFF000U) == (kParamInvalid & 0xFFFFF000U);
+  return llm ? status : kFailed;
+}
+
+bool valid_role(std::int32_t role) {
+  return role >= 1 && role < kRoleEnd;
+}
+
+impl::LLMRole to_role(std::int32_t role) {
+  return static_cast<impl::LLMRole>(role);
+}
+
+// "ip:port" or "[ipv6]:port" (LLMUtils::ParseListenIpInfo with CheckIp).
+bool valid_listen_ip_info(const std::string& text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size()) return false;
+  std::string ip = text.substr(0, colon);
+  const std::string port = text.substr(colon + 1);
+  if (!std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  unsigned char buf[16];
+  if (ip.size() > 2 && ip.front() == '[' && ip.back() == ']') {
+    return ::inet_pton(AF_INET6, ip.substr(1, ip.size() - 2).c_str(), buf) == 1;
+  }
+  return ::inet_pton(AF_INET, ip.c_str(), buf) == 1;
+}
+
+bool valid_ip(const std::string& ip) {
+  unsigned char buf[16];
+  return !ip.empty() && (::inet_pton(AF_INET, ip.c_str(), buf) == 1 ||
+                         ::inet_pton(AF_INET6, ip.c_str(), buf) == 1);
+}
+
+impl::LLMClusterInfo to_cluster_info(const Cluster& c) {
+  impl::LLMClusterInfo info;
+  info.set_remote_cluster_id(c.remote_cluster_id);
+  for (const IpAddress& a : c.local) info.append_local_ip_info(a.ip, a.port);
+  for (const IpAddress& a : c.remote) info.append_remote_ip_info(a.ip, a.port);
+  return info;
+}
+
+// The ext-param check shared by push and pull (E): first >= -1, second >= -1, first <= second,
+// tensor_num_per_layer > 0.
+bool ext_valid(const ExtParam& e) {
+  const auto ok = [](std::int32_t first, std::int32_t second) {
+    return first >= -1 && second >= -1 && first <= second;
+  };
+  return ok(e.src_first, e.src_second) && ok(e.dst_first, e.dst_second) &&
+         e.tensor_num_per_layer > 0;
+}
+
+// Tensors of an inclusive layer range: layer L is [L*tnpl, (L+1)*tnpl); -1 means every tensor
+// (an empty list to impl).
+std::vector<std::uint64_t> range_tensors(std::int32_t first, std::int32_t second,
+                                         std::uint8_t tnpl) {
+  std::vector<std::uint64_t> out;
+  if (first < 0) return out;
+  for (std::int64_t t = static_cast<std::int64_t>(first) * tnpl;
+       t < (static_cast<std::int64_t>(second) + 1) * tnpl; ++t) {
+    out.push_back(static_cast<std::uint64_t>(t));
+  }
+  return out;
+}
+
+impl::TensorIndices tensor_indices(const ExtParam& e) {
+  impl::TensorIndices out;
+  out.src = range_tensors(e.src_first, e.src_second, e.tensor_num_per_layer);
+  out.dst = range_tensors(e.dst_first, e.dst_second, e.tensor_num_per_layer);
+  return out;
+}
+
+bool ranged(const ExtParam& e) {
+  return e.src_first >= 0 || e.dst_first >= 0;
+}
+
+}  // namespace
+
+DataDistEngine::DataDistEngine(impl::Platform& platform, impl::Directory& directory,
+                               std::uint64_t cluster_id, std::int32_t role)
+    : dist_(platform, directory, valid_role(role) ? to_role(role) : impl::LLMRole::MIX, cluster_id,
+            impl::FrontEnd::kCpp),
+      role_(role) {}
+
+Status DataDistEngine::live() const {
+  return dist_.initialized() ? kSuccess : kFailed;  // called before a successful Initialize
+}
+
+Status DataDistEngine::initialize(const Options& options) {
+  if (dist_.initialized()) return kSuccess;
+  if (!valid_role(role_)) return kParamInvalid;
+  Options engine;  // as LlmDataDistImpl::Initialize rewrites the options
+  for (const auto& [key, value] : options) {
+    if (key != "llm.DeviceId" && key != "llm.ListenIpInfo") engine[key] = value;
+  }
+  const auto device = options.find("llm.DeviceId");
+  if (device == options.end() || device->second.empty() ||
+      !std::all_of(device->second.begin(), device->second.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return kParamInvalid;  // also a ';' list: one device per process
+  }
+  engine["ge.exec.deviceId"] = device->second;
+  if (const auto listen = options.find("llm.ListenIpInfo"); listen != options.end()) {
+    if (!valid_listen_ip_info(listen->second)) return kParamInvalid;
+    engine["llm.listenIpInfo"] = listen->second;
+  }
+  engine["llm.EnableCacheManager"] = "1";
+  engine["llm.EnableRemoteCacheAccessible"] = "1";
+  return llm_code(guarded([&] { dist_.init(engine); }));
+}
+
+void DataDistEngine::finalize() {
+  (void)guarded([&] { dist_.finalize(); });
+}
+
+Status DataDistEngine::set_role(std::int32_t role, const Options& options) {
+  if (const Status s = live(); s != kSuccess) return s;
+  if (!valid_role(role)) return kParamInvalid;
+  Options engine;
+  if (const auto listen = options.find("llm.ListenIpInfo"); listen != options.end()) {
+    if (!valid_listen_ip_info(listen->second)) return kParamInvalid;
+    engine["llm.listenIpInfo"] = listen->second;
+  }
+  return guarded([&] { dist_.switch_role(to_role(role), engine); });
+}
+
+Status DataDistEngine::link(const std::vector<Cluster>& clusters, std::vector<Status>& rets,
+                            std::int32_t timeout_ms) {
+  if (const Status s = live(); s != kSuccess) return s;
+  if (timeout_ms <= 0) return kParamInvalid;
+  std::vector<impl::LLMClusterInfo> infos;
+  for (const Cluster& c : clusters) {
+    for (const auto* list : {&c.local, &c.remote}) {
+      for (const IpAddress& a : *list) {
+        if (!valid_ip(a.ip)) return kParamInvalid;
+      }
+    }
+    infos.push_back(to_cluster_info(c));
+  }
+  impl::LinkResult result;
+  const Status s = guarded([&] { result = dist_.link_clusters(infos, timeout_ms); });
+  if (s != kSuccess) return s;
+  rets.clear();
+  for (LLMStatusCode c : result.second) rets.push_back(code(c));
+  return code(result.first);
+}
+
+Status DataDistEngine::unlink(const std::vector<Cluster>& clusters, std::vector<Status>& rets,
+                              std::int32_t timeout_ms, bool force) {
+  if (const Status s = live(); s != kSuccess) return s;
+  if (timeout_ms <= 0) return kParamInvalid;
+  std::vector<impl::LLMClusterInfo> infos;
+  for (const Cluster& c : clusters) infos.push_back(to_cluster_info(c));
+  impl::LinkResult result;
+  const Status s = guarded([&] { result = dist_.unlink_clusters(infos, timeout_ms, force); });
+  if (s != kSuccess) return s;
+  rets.clear();
+  for (LLMStatusCode c : result.second) rets.push_back(code(c));
+  return code(result.first);
+}
+
+Status DataDistEngine::register_kv_cache(const Desc& desc, const std::vector<std::uint64_t>& addrs,
+                                         std::int64_t& cache_id) {
+  if (const Status s = live(); s != kSuccess) return s;
+  if (addrs.empty() || addrs.size() != desc.num_tensors || desc.shape.empty() ||
+      desc.shape.size() > kMaxShapeDims ||
+      std::find(addrs.begin(), addrs.end(), 0u) != addrs.end()) {
+    return kParamInvalid;
+  }
+  const auto type = static_cast<impl::DataType>(desc.data_type);
+  const auto placement = static_cast<impl::Placement>(desc.placement);
+  if (!impl::is_valid(type) || !impl::is_valid(placement)) return kParamInvalid;
+  return guarded([&] {
+    const impl::CacheDesc cache_desc(desc.num_tensors, desc.shape, type, placement);
+    impl::RegisterRequest request;
+    request.cache_desc = &cache_desc;
+    request.addrs = addrs;
+    request.mix = true;
+    cache_id = impl::register_cache(*dist_.core(), request).cache_id;
+  });
+}
+
+Status DataDistEngine::unregister_kv_cache(std::int64_t cache_id) {
+  if (const Status s = live(); s != kSuccess) return s;
+  return guarded([&] { impl::unregister_cache(*dist_.core(), cache_id); });
+}
+
+Status DataDistEngine::pull_kv_cache(const Index& src, const CacheRef& dst,
+                                     std::uint32_t batch_index, std::int64_t size,
+                                     const ExtParam& ext) {
+  if (const Status s = live(); s != kSuccess) return s;
+  if (!(size == -1 || size > 0) || !ext_valid(ext) || src.cluster_id == dist_.cluster_id()) {
+    return kParamInvalid;
+  }
+  const impl::CacheEntry* local = dist_.core()->caches().find(dst.cache_id);
+  if (local == nullptr) return kCacheNotExist;
+  if (ranged(ext) && local->view.desc.num_tensors() % ext.tensor_num_per_layer != 0) {
+    return kParamInvalid;  // DataCacheEngine::CheckTensorIndices, on the destination
+  }
+  impl::PullCachePlan plan;
+  plan.tensor_indices = tensor_indices(ext);
+  plan.batch_index = batch_index;
+  plan.size = size;
+  plan.tensor_num_per_layer = ext.tensor_num_per_layer;
+  const impl::CacheKeyByIdAndIndex key(src.cluster_id, src.cache_id, src.batch_index);
+  return guarded([&] { impl::pull_cache_planned(*dist_.core(), key, dst.cache_id, plan); });
+}
+
+Status DataDistEngine::pull_kv_blocks(const Index& src, const CacheRef& dst,
+                                      const std::vector<std::uint64_t>& src_blocks,
+                                      const std::vector<std::uint64_t>& dst_blocks,
+                                      const ExtParam& ext) {
+  if (const Status s = live(); s != kSuccess) return s;
+  if (src.batch_index != 0 || src_blocks.empty() || src_blocks.size() != dst_blocks.size() ||
+      !ext_valid(ext) || src.cluster_id == dist_.cluster_id()) {
+    return kParamInvalid;
+  }
+  const impl::CacheEntry* local = dist_.core()->caches().find(dst.cache_id);
+  if (local == nullptr) return kCacheNotExist;
+  if (ranged(ext) && local->view.desc.num_tensors() % ext.tensor_num_per_layer != 0) {
+    return kParamInvalid;
+  }
+  impl::PullBlocksPlan plan;
+  plan.tensor_indices = tensor_indices(ext);
+  plan.src_blocks = src_blocks;
+  plan.dst_blocks = dst_blocks;
+  plan.tensor_num_per_layer = ext.tensor_num_per_layer;
+  const impl::CacheKeyByIdAndIndex key(src.cluster_id, src.cache_id, 0);
+  return guarded(
+      [&] { impl::pull_blocks_planned(*dist_.core(), key, dst.cache_id, plan, /*b2b=*/true); });
+}
+
+namespace {
+
+// The layer pairs of a push (R): equal range lengths; an all-layer source range counts layers
+// from the caller's src.desc.num_tensors, a remainder group being one more layer (the library
+// then fails at that layer). A -1 destination range follows the source's layers.
+bool push_layers(const CacheRef& src, const ExtParam& ext,
+                 std::vector<std::pair<std::uint64_t, std::uint64_t>>& layers) {
+  if (ext.src_second - ext.src_first != ext.dst_second - ext.dst_first) return false;
+  std::int64_t first = ext.src_first;
+  std::int64_t count = static_cast<std::int64_t>(ext.src_second) - ext.src_first + 1;
+  if (ext.src_first < 0) {
+    if (src.desc.num_tensors == 0) return false;
+    first = 0;
+    count = (src.desc.num_tensors + ext.tensor_num_per_layer - 1) / ext.tensor_num_per_layer;
+  }
+  const std::int64_t dst_first = ext.dst_first < 0 ? first : ext.dst_first;
+  for (std::int64_t i = 0; i < count; ++i) {
+    layers.emplace_back(static_cast<std::uint64_t>(first + i),
+                        static_cast<std::uint64_t>(dst_first + i));
+  }
+  return true;
+}
+
+}  // namespace
+
+Status DataDistEngine::push_kv_cache(const CacheRef& src, const Index& dst,
+                                     std::uint32_t src_batch_index, std::int64_t size,
+                                     const ExtParam& ext) {
+  if (const Status s = live(); s != kSuccess) return s;
+  impl::PushPlan plan;
+  if (src.desc.placement != 1 || size != -1 || !ext_valid(ext) ||
+      !push_layers(src, ext, plan.layers)) {
+    return kParamInvalid;
+  }
+  const impl::CacheEntry* local = dist_.core()->caches().find(src.cache_id);
+  if (local == nullptr) return kCacheNotExist;
+  plan.src_batch_index = src_batch_index;
+  plan.tensor_num_per_layer = ext.tensor_num_per_layer;
+  const impl::CacheKeyByIdAndIndex key(dst.cluster_id, dst.cache_id, dst.batch_index);
+  const impl::CacheView view = local->view;
+  return guarded([&] { impl::push_planned(*dist_.core(), plan, view, key, "PushKvCache"); });
+}
+
+Status DataDistEngine::push_kv_blocks(const CacheRef& src, const Index& dst,
+                                      const std::vector<std::uint64_t>& src_blocks,
+                                      const std::vector<std::uint64_t>& dst_blocks,
+                                      const ExtParam& ext) {
+  if (const Status s = live(); s != kSuccess) return s;
+  impl::PushPlan plan;
+  if (src.desc.placement != 1 || src_blocks.empty() || src_blocks.size() != dst_blocks.size() ||
+      dst.batch_index != 0 || !ext_valid(ext) || !push_layers(src, ext, plan.layers)) {
+    return kParamInvalid;
+  }
+  const impl::CacheEntry* local = dist_.core()->caches().find(src.cache_id);
+  if (local == nullptr) return kCacheNotExist;
+  plan.tensor_num_per_layer = ext.tensor_num_per_layer;
+  plan.src_blocks = src_blocks;
+  plan.dst_blocks = dst_blocks;
+  const impl::CacheKeyByIdAndIndex key(dst.cluster_id, dst.cache_id, 0);
+  const impl::CacheView view = local->view;
+  return guarded([&] { impl::push_planned(*dist_.core(), plan, view, key, "PushKvBlocks"); });
+}
+
+}  // namespace kvsim::cpp

@@ -1,0 +1,140 @@
+// The messages between a C++ program's kvsim libraries and the world that serves them: one
+// request at a time, each a length-prefixed frame [u32 size][u32 op][payload], answered by
+// [u32 size][u64 simulated time in ps][payload]. Little-endian fixed-width integers, strings and
+// vectors length-prefixed. A frame that does not decode is a WireError: the world ends that
+// program's calls and goes on.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpp/engine/api_types.h"
+
+namespace kvsim::cpp::wire {
+
+/// What a request asks for.
+enum class Op : std::uint32_t {
+  kHello = 1,    // token -> process id (the first frame of a connection)
+  kSleep,        // ps -> (the caller waits that long in simulated time)
+  kNow,          // -> (the reply's time)
+  kAcl,          // an ACL runtime call (AclCall)
+  kDistCreate,   // cluster_id, role -> handle
+  kDistDestroy,  // handle
+  kInitialize,   // handle, options -> status
+  kFinalize,     // handle
+  kSetRole,      // handle, role, options -> status
+  kLink,         // handle, clusters, timeout -> status, rets
+  kUnlink,       // handle, clusters, timeout, force -> status, rets
+  kRegister,     // handle, desc, addrs -> status, cache_id
+  kUnregister,   // handle, cache_id -> status
+  kPullCache,    // handle, index, cache, batch_index, size, ext -> status
+  kPullBlocks,   // handle, index, cache, src_blocks, dst_blocks, ext -> status
+  kPushCache,    // handle, cache, index, src_batch_index, size, ext -> status
+  kPushBlocks,   // handle, cache, index, src_blocks, dst_blocks, ext -> status
+  kSocket,       // a control-plane socket call (SocketCall)
+  kLast,
+};
+
+/// The ACL runtime calls of Op::kAcl (the first u32 of its payload).
+enum class AclOp : std::uint32_t {
+  kInit = 1,        // -> code
+  kFinalize,        // -> code
+  kSetDevice,       // i32 device -> code
+  kResetDevice,     // i32 device -> code
+  kGetDevice,       // -> code, i32 device
+  kGetDeviceCount,  // -> code, u32 count
+  kMalloc,          // u64 size -> code, u64 address
+  kFree,            // u64 address -> code
+  kWrite,           // u64 address, bytes -> code (host to device)
+  kRead,            // u64 address, u64 size -> code, bytes (device to host)
+  kCopy,            // u64 dst, u64 src, u64 size -> code (device to device)
+  kMemset,          // u64 address, i32 value, u64 size -> code
+};
+
+/// A frame that does not decode (truncated, oversized, unknown op).
+class WireError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The largest frame either side accepts (a memcpy of a big tensor travels in pieces).
+inline constexpr std::uint32_t kMaxFrame = 64u << 20;
+
+/// Appends values to a payload.
+class Writer {
+ public:
+  Writer& u8(std::uint8_t v) { return raw(&v, 1); }
+  Writer& u16(std::uint16_t v) { return le(v, 2); }
+  Writer& u32(std::uint32_t v) { return le(v, 4); }
+  Writer& u64(std::uint64_t v) { return le(v, 8); }
+  Writer& i32(std::int32_t v) { return u32(static_cast<std::uint32_t>(v)); }
+  Writer& i64(std::int64_t v) { return u64(static_cast<std::uint64_t>(v)); }
+  Writer& boolean(bool v) { return u8(v ? 1 : 0); }
+  Writer& bytes(const void* data, std::size_t n) {
+    u64(n);
+    return raw(data, n);
+  }
+  Writer& str(const std::string& s) { return bytes(s.data(), s.size()); }
+  Writer& u64s(const std::vector<std::uint64_t>& v);
+  Writer& i64s(const std::vector<std::int64_t>& v);
+  Writer& u32s(const std::vector<std::uint32_t>& v);
+  Writer& options(const Options& o);
+  Writer& desc(const Desc& d);
+  Writer& cache(const CacheRef& c);
+  Writer& index(const Index& i);
+  Writer& ext(const ExtParam& e);
+  Writer& clusters(const std::vector<Cluster>& c);
+  const std::string& data() const { return data_; }
+  std::string take() { return std::move(data_); }
+
+ private:
+  Writer& raw(const void* data, std::size_t n) {
+    data_.append(static_cast<const char*>(data), n);
+    return *this;
+  }
+  Writer& le(std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) data_.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+    return *this;
+  }
+  std::string data_;
+};
+
+/// Reads values from a payload; WireError past its end.
+class Reader {
+ public:
+  explicit Reader(const std::string& data) : data_(data) {}
+  std::uint8_t u8() { return static_cast<std::uint8_t>(le(1)); }
+  std::uint16_t u16() { return static_cast<std::uint16_t>(le(2)); }
+  std::uint32_t u32() { return static_cast<std::uint32_t>(le(4)); }
+  std::uint64_t u64() { return le(8); }
+  std::int32_t i32() { return static_cast<std::int32_t>(u32()); }
+  std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
+  bool boolean() { return u8() != 0; }
+  std::string str();
+  std::vector<std::uint64_t> u64s();
+  std::vector<std::int64_t> i64s();
+  std::vector<std::uint32_t> u32s();
+  Options options();
+  Desc desc();
+  CacheRef cache();
+  Index index();
+  ExtParam ext();
+  std::vector<Cluster> clusters();
+  /// WireError unless every byte was read.
+  void end() const;
+
+ private:
+  std::uint64_t le(int n);
+  std::size_t count();  // a length prefix, bounded by what is left
+  const std::string& data_;
+  std::size_t pos_ = 0;
+};
+
+/// A request frame: [u32 size][u32 op][payload].
+std::string request_frame(Op op, const std::string& payload);
+/// A reply frame: [u32 size][u64 now_ps][payload].
+std::string reply_frame(std::uint64_t now_ps, const std::string& payload);
+
+}  // namespace kvsim::cpp::wire
