@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "impl/copy_executor.h"
 #include "impl/directory.h"
 #include "impl/listen_address.h"
 #include "impl/lock_guard.h"
@@ -227,6 +228,25 @@ void drop_all_links(DataDistCore& core) {
     core.links().erase(link->peer_cluster_id());
     drop_peer_side(core, link->peer_cluster_id());
   }
+}
+
+void abandon_all_links(DataDistCore& core, const std::string& why) {
+  for (const auto& [peer_cluster, link] : core.links()) {
+    link->set_down();
+    const std::shared_ptr<DataDistCore> peer = core.directory().find_cluster(peer_cluster);
+    if (!peer) continue;
+    const auto it = peer->links().find(core.cluster_id());
+    if (it != peer->links().end()) it->second->set_peer_lost(why);
+  }
+  core.links().clear();
+}
+
+LLMStatusCode check_peer_alive(DataDistCore& core, const Link& link, std::string& error) {
+  if (link.peer_lost().empty()) return LLMStatusCode::LLM_SUCCESS;
+  Platform& platform = core.platform();
+  platform.sleep(platform.round_trip(core.device(), link.peer_device()));
+  error = link.peer_lost();
+  return kCopyFailedStatus;
 }
 
 }  // namespace kvsim::impl

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "impl/data_dist_core.h"
+#include "impl/link.h"
 #include "impl/types.h"
 
 namespace kvsim::impl {
@@ -73,5 +75,12 @@ void drop_peer_side(DataDistCore& core, std::uint64_t peer_cluster);
 
 /// Removes every link of a finalizing process on both sides, each under its mutex.
 void drop_all_links(DataDistCore& core);
+/// The process of `core` died holding its links: its own ends go, and each peer's end is marked
+/// lost with `why` (Link::peer_lost), as nothing tells the peers.
+void abandon_all_links(DataDistCore& core, const std::string& why);
+/// A transfer over `link` whose peer is lost: one round trip passes (the remote NIC's refusal
+/// comes back), then the copy failure status (kCopyFailedStatus) with the reason in `error`.
+/// LLM_SUCCESS, at once, while the peer lives.
+LLMStatusCode check_peer_alive(DataDistCore& core, const Link& link, std::string& error);
 
 }  // namespace kvsim::impl

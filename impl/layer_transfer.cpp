@@ -1,5 +1,6 @@
 #include "impl/layer_transfer.h"
 
+#include "impl/cluster_links.h"
 #include "impl/copy_executor.h"
 #include "impl/lock_guard.h"
 #include "impl/remote_caches.h"
@@ -91,6 +92,11 @@ LLMStatusCode transfer_layer(DataDistCore& core, const LayerCall& call,
                     call.dst_cluster_id, context.task_id);
     if (context.task_log != nullptr) context.task_log->add(d);
     return LLMStatusCode::LLM_FAILED;
+  }
+  std::string lost;
+  if (const LLMStatusCode gone = check_peer_alive(core, *link, lost);
+      gone != LLMStatusCode::LLM_SUCCESS) {
+    return gone;
   }
   const CopyRun run = run_copies(core.platform(), core.device(), descs, start + core.sync_timeout(),
                                  core.wait_timeout_code());

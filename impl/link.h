@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "impl/copy_geometry.h"
 #include "impl/platform.h"
@@ -40,6 +42,11 @@ class Link {
   /// False once unlinked; an operation that waited on the mutex re-checks it.
   bool up() const { return up_; }
   void set_down() { up_ = false; }
+  /// Why the peer's process is gone, if it ended holding the link without finalizing (it
+  /// crashed, or exited with its LlmDataDist alive): the link stays, as nothing told this side,
+  /// but no transfer over it reaches the peer's memory any more.
+  const std::string& peer_lost() const { return peer_lost_; }
+  void set_peer_lost(std::string why) { peer_lost_ = std::move(why); }
   /// query_register_mem_status: OK once the link is set up (kvsim exchanges memory at link time).
   RegisterMemStatus register_status() const {
     return up_ ? RegisterMemStatus::OK : RegisterMemStatus::FAILED;
@@ -57,6 +64,7 @@ class Link {
   int peer_device_;
   std::unique_ptr<Mutex> mutex_;
   bool up_ = true;
+  std::string peer_lost_;
   std::optional<RemoteCacheTable> remote_table_;
 };
 

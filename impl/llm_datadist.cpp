@@ -149,6 +149,15 @@ void LLMDataDist::finalize() {
   release_pools();
 }
 
+void LLMDataDist::abandon(const std::string& why) {
+  if (!initialized()) return;
+  DataDistCore& core = *core_;
+  drop_all_comm_domains(core);
+  abandon_all_links(core, why);
+  core.set_finalized();
+  directory_.remove(core);
+}
+
 // hixl v2/llm_datadist.py _check_is_cache_mgr_mode / _check_is_not_cache_mgr_mode.
 void LLMDataDist::check_generation(const char* api, ApiVersion wanted) const {
   const DataDistCore& core = live(api);

@@ -42,6 +42,13 @@ class LLMDataDist {
   /// With tasks in flight: a kFinalizeWhileBusy diagnostic (strict: raised, nothing done);
   /// their later per-layer calls give LLM_FAILED (§3.4). No-op before init.
   void finalize();
+  /// The process died holding this initialized instance (it crashed, or exited without its
+  /// destructor running): it leaves the world as the library's would, without telling anyone.
+  /// Its listener closes and its link ends go; each peer's end stays but is lost
+  /// (abandon_all_links), so the peer's next transfer over it fails with kCopyFailedStatus,
+  /// and its non-forced unlink finds nobody listening. Memory stays allocated: peers' copies
+  /// in flight still land. No simulated time passes. No-op before init.
+  void abandon(const std::string& why);
   bool initialized() const { return core_ && core_->initialized(); }
 
   /// The v2 CacheManager. RuntimeError before init; LLM_PARAM_INVALID "... is not supported when

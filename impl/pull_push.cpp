@@ -3,6 +3,7 @@
 #include <string>
 
 #include "impl/cache_store.h"
+#include "impl/cluster_links.h"
 #include "impl/copy_executor.h"
 #include "impl/layer_transfer.h"
 #include "impl/lock_guard.h"
@@ -163,9 +164,12 @@ std::optional<std::uint64_t> device_pool_bytes(DataDistCore& core) {
 // Runs the pull's copies; then consumes the key.
 void run_pull(DataDistCore& core, Link& link, const RemoteSource& src,
               const std::vector<CopyDescriptor>& descs, const char* api) {
-  const CopyRun run =
-      run_copies(core.platform(), core.device(), descs, core.platform().now() + core.sync_timeout(),
-                 core.wait_timeout_code());
+  CopyRun run;
+  run.status = check_peer_alive(core, link, run.error);
+  if (run.status == LLMStatusCode::LLM_SUCCESS) {
+    run = run_copies(core.platform(), core.device(), descs,
+                     core.platform().now() + core.sync_timeout(), core.wait_timeout_code());
+  }
   if (run.status != LLMStatusCode::LLM_SUCCESS) {
     throw LLMException(
         run.status, api,

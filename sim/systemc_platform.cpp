@@ -415,6 +415,14 @@ void SystemcPlatform::start_kernel() {
   }
 }
 
+void SystemcPlatform::finish_current_time() {
+  start_kernel();
+  while (sc_core::sc_pending_activity_at_current_time()) {
+    sc_core::sc_start(sc_core::SC_ZERO_TIME);
+    back_on_driver();
+  }
+}
+
 void SystemcPlatform::run_until_idle() {
   start_kernel();
   stop_requested_ = false;

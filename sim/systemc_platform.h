@@ -69,6 +69,8 @@ class SystemcPlatform final : public impl::Platform {
   /// Runs the simulation on the driver until `done()` holds or `timeout` passes; false on
   /// timeout or when nothing is left that could make it hold.
   bool drive_until(const std::function<bool()>& done, impl::Time timeout);
+  /// Runs every delta cycle still due at the current time (no time passes).
+  void finish_current_time();
   /// Runs the simulation until no activity is left, or until request_stop().
   void run_until_idle();
   /// Makes run_until_idle return at the next step (callable from a job or a signal handler).

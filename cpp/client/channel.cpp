@@ -1,45 +1,39 @@
 #include "cpp/client/channel.h"
 
-#include <dlfcn.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <memory>
 #include <mutex>
-
-#include "cpp/server/session.h"
-#include "impl/directory.h"
-#include "sim/scenario.h"
-#include "sim/world.h"
 
 namespace kvsim::cpp::client {
 
 namespace {
 
-// The share/kvsim/presets directory of an installed kvsim, found next to this library, so that an
-// installed program needs no source tree.
-void use_installed_presets() {
-  if (std::getenv("KVSIM_PRESET_PATH") != nullptr) return;
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&use_installed_presets), &info) == 0 || !info.dli_fname) {
-    return;
-  }
-  const std::filesystem::path presets =
-      std::filesystem::path(info.dli_fname).parent_path().parent_path() / "share" / "kvsim" /
-      "presets";
-  if (std::filesystem::is_directory(presets)) setenv("KVSIM_PRESET_PATH", presets.c_str(), 1);
+// Raw system calls: a preloaded shim interposes the libc names, and the channel's own traffic
+// must never go through it.
+int sys_socket(int domain, int type) {
+  return static_cast<int>(syscall(SYS_socket, domain, type, 0));
+}
+int sys_connect(int fd, const sockaddr_un& addr) {
+  return static_cast<int>(
+      syscall(SYS_connect, fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)));
+}
+void sys_close(int fd) {
+  syscall(SYS_close, fd);
 }
 
 bool write_all(int fd, const std::string& data) {
   std::size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    const long n = syscall(SYS_write, fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<std::size_t>(n);
@@ -50,7 +44,7 @@ bool write_all(int fd, const std::string& data) {
 bool read_all(int fd, char* out, std::size_t size) {
   std::size_t done = 0;
   while (done < size) {
-    const ssize_t n = ::read(fd, out + done, size - done);
+    const long n = syscall(SYS_read, fd, out + done, size - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<std::size_t>(n);
@@ -58,98 +52,85 @@ bool read_all(int fd, char* out, std::size_t size) {
   return true;
 }
 
-}  // namespace
+std::atomic<bool> g_warned{false};
 
-struct Channel::State {
-  std::mutex mutex;
-  bool broken = false;
-  std::uint64_t now_ps = 0;
-  // Launched: the socket to the world.
+void warn(const std::string& why) {
+  if (!g_warned.exchange(true)) {
+    std::fprintf(stderr, "kvsim: %s; kvsim calls fail from now on\n", why.c_str());
+  }
+}
+
+// The calling thread's connection to a launch's world.
+struct Connection {
   int fd = -1;
-  // In process: a world of its own and the session that serves this program.
-  std::unique_ptr<sim::World> world;
-  std::unique_ptr<Session> session;
-
-  void fail(const std::string& why) {
-    if (!broken) std::fprintf(stderr, "kvsim: %s; kvsim calls fail from now on\n", why.c_str());
-    broken = true;
-  }
-
-  void open_local() {
-    use_installed_presets();
-    std::string preset = "atlas-a2";
-    std::vector<model::Override> overrides;
-    if (const char* scenario = std::getenv("KVSIM_SCENARIO"); scenario && *scenario) {
-      const sim::Scenario s = sim::load_scenario(scenario);
-      preset = s.preset;
-      overrides = s.hardware_overrides;
-    } else if (const char* name = std::getenv("KVSIM_PRESET"); name && *name) {
-      preset = name;
-    }
-    world = std::make_unique<sim::World>(preset, overrides);
-    session = std::make_unique<Session>(world->platform(), world->directory());
-  }
-
-  void open_socket(const std::string& path, const std::string& token) {
-    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (fd < 0 || path.size() >= sizeof(addr.sun_path)) {
-      fail("cannot open the channel to the world at " + path);
-      return;
-    }
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      fail("cannot reach the world at " + path + ": " + std::strerror(errno));
-      return;
-    }
-    if (!exchange(wire::Op::kHello,
-                  wire::Writer().str(token).u64(static_cast<std::uint64_t>(::getpid())).take())) {
-      fail("the world refused this program");
-    }
-  }
-
-  // One request over the socket; the reply payload in `reply`.
-  std::optional<std::string> exchange(wire::Op op, const std::string& payload) {
-    if (!write_all(fd, wire::request_frame(op, payload))) {
-      fail("the world is gone (write)");
-      return std::nullopt;
-    }
-    char head[4];
-    if (!read_all(fd, head, 4)) {
-      fail("the world is gone (read)");
-      return std::nullopt;
-    }
-    std::uint32_t size = 0;
-    for (int i = 0; i < 4; ++i)
-      size |= static_cast<std::uint32_t>(static_cast<unsigned char>(head[i])) << (8 * i);
-    if (size < 8 || size > wire::kMaxFrame + 8) {
-      fail("a malformed answer from the world");
-      return std::nullopt;
-    }
-    std::string body(size, '\0');
-    if (!read_all(fd, body.data(), size)) {
-      fail("the world is gone (read)");
-      return std::nullopt;
-    }
-    wire::Reader in(body);
-    now_ps = in.u64();
-    return body.substr(8);
+  bool opened = false;  // tried (fd < 0 afterwards means it failed)
+  bool broken = false;
+  std::int64_t slot = -1;  // announced by the thread that started this one
+  std::uint64_t now_ps = 0;
+  ~Connection() {
+    if (fd >= 0) sys_close(fd);
   }
 };
 
-Channel::Channel() : state_(new State) {
-  const char* path = std::getenv("KVSIM_WORLD_SOCKET");
-  const char* token = std::getenv("KVSIM_PROCESS_TOKEN");
-  try {
-    if (path != nullptr && *path != '\0') {
-      state_->open_socket(path, token ? token : "");
-    } else {
-      state_->open_local();
-    }
-  } catch (const std::exception& e) {
-    state_->fail(std::string("cannot make the world: ") + e.what());
+thread_local Connection t_connection;
+thread_local std::uint64_t t_calls = 0;
+
+bool g_forked_child = false;
+std::atomic<bool> g_refused{false};  // the launch's world refused this process
+
+LocalBackend& local_backend() {
+  static auto* backend = new LocalBackend();  // never destroyed: used from exit handlers too
+  return *backend;
+}
+
+std::mutex& local_mutex() {
+  static auto* mutex = new std::mutex();
+  return *mutex;
+}
+
+// One request over the thread's socket: the reply payload; the reply's time in now_ps.
+std::optional<std::string> exchange(Connection& c, wire::Op op, const std::string& payload) {
+  if (!write_all(c.fd, wire::request_frame(op, payload))) {
+    warn("the world is gone (write)");
+    c.broken = true;
+    return std::nullopt;
   }
+  char head[4];
+  if (!read_all(c.fd, head, 4)) {
+    warn("the world is gone (read)");
+    c.broken = true;
+    return std::nullopt;
+  }
+  std::uint32_t size = 0;
+  for (int i = 0; i < 4; ++i) {
+    size |= static_cast<std::uint32_t>(static_cast<unsigned char>(head[i])) << (8 * i);
+  }
+  if (size < 8 || size > wire::kMaxFrame + 8) {
+    warn("a malformed answer from the world");
+    c.broken = true;
+    return std::nullopt;
+  }
+  std::string body(size, '\0');
+  if (!read_all(c.fd, body.data(), size)) {
+    warn("the world is gone (read)");
+    c.broken = true;
+    return std::nullopt;
+  }
+  c.now_ps = wire::Reader(body).u64();
+  return body.substr(8);
+}
+
+}  // namespace
+
+Channel::Channel() {
+  const char* path = std::getenv("KVSIM_WORLD_SOCKET");
+  if (path != nullptr && *path != '\0') {
+    launched_ = true;
+    socket_path_ = path;
+    const char* token = std::getenv("KVSIM_PROCESS_TOKEN");
+    token_ = token ? token : "";
+  }
+  pthread_atfork(nullptr, nullptr, [] { Channel::get().forget_after_fork(); });
 }
 
 Channel& Channel::get() {
@@ -157,26 +138,120 @@ Channel& Channel::get() {
   return *channel;
 }
 
-std::optional<std::string> Channel::call(wire::Op op, const std::string& payload) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (state_->broken) return std::nullopt;
-  if (state_->fd >= 0) return state_->exchange(op, payload);
-  try {
-    std::string reply = state_->session->handle(op, payload);
-    state_->now_ps = state_->world->platform().now();
-    return reply;
-  } catch (const std::exception& e) {
-    state_->fail(std::string("the world failed: ") + e.what());
-    return std::nullopt;
-  }
+void Channel::forget_after_fork() {
+  // The child shares the parent's socket: it must never write to it, and it is no process the
+  // launch knows.
+  if (t_connection.fd >= 0) sys_close(t_connection.fd);
+  t_connection.fd = -1;
+  t_connection.opened = true;
+  t_connection.broken = true;
+  launched_ = false;
+  g_forked_child = true;
 }
 
-std::uint64_t Channel::now_ps() const {
-  return state_->now_ps;
+void Channel::set_local_backend(LocalBackend backend) {
+  std::lock_guard<std::mutex> lock(local_mutex());
+  local_backend() = std::move(backend);
+}
+
+namespace {
+
+bool connect_thread(Connection& c, const std::string& path, const std::string& token) {
+  c.opened = true;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    warn("the world's socket path is too long: " + path);
+    return false;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC);
+  if (fd < 0 || sys_connect(fd, addr) != 0) {
+    warn("cannot reach the world at " + path + ": " + std::strerror(errno));
+    if (fd >= 0) sys_close(fd);
+    return false;
+  }
+  c.fd = fd;
+  const auto reply = exchange(
+      c, wire::Op::kHello,
+      wire::Writer().str(token).u64(static_cast<std::uint64_t>(::getpid())).i64(c.slot).take());
+  if (!reply) return false;
+  try {
+    wire::Reader in(*reply);
+    const bool accepted = in.boolean();
+    const std::string why = in.str();
+    if (accepted) return true;
+    warn("the world refused this program: " + why);
+    g_refused = true;
+  } catch (const wire::WireError&) {
+    warn("a malformed answer from the world");
+  }
+  sys_close(c.fd);
+  c.fd = -1;
+  c.broken = true;
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string> Channel::call(wire::Op op, const std::string& payload) {
+  ++t_calls;
+  if (g_forked_child) {
+    warn("a process forked by a launched program has no simulated world");
+    return std::nullopt;
+  }
+  if (g_refused) return std::nullopt;
+  if (!launched_) {
+    std::lock_guard<std::mutex> lock(local_mutex());
+    if (!local_backend()) {
+      warn("no world: link libllm_datadist or libascendcl, or run under kvsim launch");
+      return std::nullopt;
+    }
+    std::uint64_t now = 0;
+    auto reply = local_backend()(op, payload, now);
+    t_connection.now_ps = now;
+    return reply;
+  }
+  Connection& c = t_connection;
+  if (c.broken) return std::nullopt;
+  if (!c.opened && !connect_thread(c, socket_path_, token_)) return std::nullopt;
+  if (c.fd < 0) return std::nullopt;
+  return exchange(c, op, payload);
 }
 
 bool Channel::launched() const {
-  return state_->fd >= 0;
+  return launched_ && !g_refused;
+}
+
+std::uint64_t Channel::calls_made() const {
+  return t_calls;
+}
+
+std::uint64_t Channel::now_ps() {
+  if (launched_ && !t_connection.opened) (void)call(wire::Op::kNow, {});
+  if (!launched_ && !g_forked_child) (void)call(wire::Op::kNow, {});
+  return t_connection.now_ps;
+}
+
+std::int64_t Channel::announce_thread() {
+  if (!launched_) return -1;
+  const auto reply = call(wire::Op::kThreadNew, {});
+  if (!reply) return -1;
+  try {
+    return wire::Reader(*reply).i64();
+  } catch (const wire::WireError&) {
+    return -1;
+  }
+}
+
+void Channel::cancel_thread(std::int64_t slot) {
+  if (slot >= 0) (void)call(wire::Op::kThreadCancel, wire::Writer().i64(slot).take());
+}
+
+void Channel::adopt_thread(std::int64_t slot) {
+  if (!launched_ || t_connection.opened) return;
+  t_connection.slot = slot;
+  (void)connect_thread(t_connection, socket_path_, token_);
 }
 
 }  // namespace kvsim::cpp::client

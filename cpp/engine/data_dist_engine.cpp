@@ -158,11 +158,17 @@ Status DataDistEngine::initialize(const Options& options) {
   }
   engine["llm.EnableCacheManager"] = "1";
   engine["llm.EnableRemoteCacheAccessible"] = "1";
-  return llm_code(guarded([&] { dist_.init(engine); }));
+  const Status status = llm_code(guarded([&] { dist_.init(engine); }));
+  if (status == kSuccess) device_id_ = static_cast<std::int32_t>(std::stol(device->second));
+  return status;
 }
 
 void DataDistEngine::finalize() {
   (void)guarded([&] { dist_.finalize(); });
+}
+
+void DataDistEngine::abandon(const std::string& why) {
+  (void)guarded([&] { dist_.abandon(why); });
 }
 
 Status DataDistEngine::set_role(std::int32_t role, const Options& options) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cpp/engine/api_types.h"
@@ -33,6 +34,8 @@ class DataDistEngine {
   Status initialize(const Options& options);
   /// Finalize: a no-op when not initialized.
   void finalize();
+  /// The program died holding this instance (impl::LLMDataDist::abandon).
+  void abandon(const std::string& why);
   /// SetRole: LLM_PARAM_INVALID for an invalid role or a malformed llm.ListenIpInfo; the v2
   /// switch (LLM_EXIST_LINK with links; listens at llm.ListenIpInfo or stops listening).
   Status set_role(std::int32_t role, const Options& options);
@@ -71,6 +74,8 @@ class DataDistEngine {
                         const std::vector<std::uint64_t>& dst_blocks, const ExtParam& ext);
 
   bool initialized() const { return dist_.initialized(); }
+  /// The logical device of llm.DeviceId once initialized, else -1.
+  std::int32_t device_id() const { return device_id_; }
   /// The engine's state (tests, the world's reports).
   impl::LLMDataDist& dist() { return dist_; }
 
@@ -79,6 +84,7 @@ class DataDistEngine {
 
   impl::LLMDataDist dist_;
   std::int32_t role_;
+  std::int32_t device_id_ = -1;
 };
 
 }  // namespace kvsim::cpp

@@ -20,8 +20,8 @@ Session::Session(impl::Platform& platform, impl::Directory& directory)
 
 Session::~Session() = default;
 
-void Session::end() {
-  for (auto& [handle, engine] : engines_) engine->finalize();
+void Session::end(const std::string& why) {
+  for (auto& [handle, engine] : engines_) engine->abandon(why);
   engines_.clear();
 }
 
@@ -169,7 +169,12 @@ std::string Session::handle(Op op, const std::string& payload) {
         case Op::kInitialize: {
           const Options options = in.options();
           in.end();
-          out.u32(e ? e->initialize(options) : kFailed);
+          const Status status = e ? e->initialize(options) : kFailed;
+          // LLMDataDistV2::DoInnerInitialize (hixl src/llm_datadist/llm_datadist_v2.cc) calls
+          // aclrtSetDevice(device_id) on the caller's thread: the official samples' aclrtMalloc
+          // that follows needs no aclrtSetDevice of its own.
+          if (status == 0 && e != nullptr) (void)acl_.set_device(e->device_id());
+          out.u32(status);
           break;
         }
         case Op::kSetRole: {

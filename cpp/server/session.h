@@ -27,8 +27,9 @@ class Session {
   /// payload does not decode. Blocking calls wait in simulated time for the caller (a job, or
   /// the driver in process).
   std::string handle(wire::Op op, const std::string& payload);
-  /// The program has gone: its engines finalize, as the library's destructors would.
-  void end();
+  /// The program has ended: the instances it still holds are abandoned (it died with them; a
+  /// program that returns from main has destroyed its own, which finalized them).
+  void end(const std::string& why);
 
  private:
   std::string acl(wire::Reader& in);

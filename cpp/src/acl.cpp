@@ -8,11 +8,15 @@
 
 #include "acl/acl.h"
 #include "cpp/client/channel.h"
+#include "cpp/client/local_world.h"
 #include "cpp/wire/wire.h"
 
 namespace {
 
 using kvsim::cpp::client::Channel;
+
+// A program that was not launched gets the world of libkvsim_client.
+const bool kLocalWorld = kvsim::cpp::client::local_world_available();
 namespace wire = kvsim::cpp::wire;
 
 thread_local std::string g_recent_error;

@@ -4,6 +4,7 @@
 #include "llm_datadist/llm_datadist.h"
 
 #include "cpp/client/channel.h"
+#include "cpp/client/local_world.h"
 #include "cpp/wire/wire.h"
 
 namespace llm_datadist {
@@ -11,6 +12,9 @@ namespace llm_datadist {
 namespace {
 
 using kvsim::cpp::client::Channel;
+
+// A program that was not launched gets the world of libkvsim_client.
+const bool kLocalWorld = kvsim::cpp::client::local_world_available();
 namespace wire = kvsim::cpp::wire;
 
 kvsim::cpp::Options to_options(const std::map<AscendString, AscendString>& options) {

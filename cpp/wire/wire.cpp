@@ -197,6 +197,29 @@ std::string request_frame(Op op, const std::string& payload) {
   return out;
 }
 
+std::optional<Request> take_request(std::string& buffer) {
+  if (buffer.size() < 4) return std::nullopt;
+  std::uint32_t size = 0;
+  for (int i = 0; i < 4; ++i) {
+    size |= static_cast<std::uint32_t>(static_cast<unsigned char>(buffer[i])) << (8 * i);
+  }
+  if (size < 4 || size > kMaxFrame + 4)
+    throw WireError("a request of " + std::to_string(size) + " bytes");
+  if (buffer.size() < 4 + static_cast<std::size_t>(size)) return std::nullopt;
+  std::uint32_t op = 0;
+  for (int i = 0; i < 4; ++i) {
+    op |= static_cast<std::uint32_t>(static_cast<unsigned char>(buffer[4 + i])) << (8 * i);
+  }
+  if (op < static_cast<std::uint32_t>(Op::kHello) || op >= static_cast<std::uint32_t>(Op::kLast)) {
+    throw WireError("unknown request " + std::to_string(op));
+  }
+  Request r;
+  r.op = static_cast<Op>(op);
+  r.payload = buffer.substr(8, size - 4);
+  buffer.erase(0, 4 + static_cast<std::size_t>(size));
+  return r;
+}
+
 std::string reply_frame(std::uint64_t now_ps, const std::string& payload) {
   std::string out;
   put_u32(out, static_cast<std::uint32_t>(payload.size() + 8));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,24 +17,26 @@ namespace kvsim::cpp::wire {
 
 /// What a request asks for.
 enum class Op : std::uint32_t {
-  kHello = 1,    // token -> process id (the first frame of a connection)
-  kSleep,        // ps -> (the caller waits that long in simulated time)
-  kNow,          // -> (the reply's time)
-  kAcl,          // an ACL runtime call (AclCall)
-  kDistCreate,   // cluster_id, role -> handle
-  kDistDestroy,  // handle
-  kInitialize,   // handle, options -> status
-  kFinalize,     // handle
-  kSetRole,      // handle, role, options -> status
-  kLink,         // handle, clusters, timeout -> status, rets
-  kUnlink,       // handle, clusters, timeout, force -> status, rets
-  kRegister,     // handle, desc, addrs -> status, cache_id
-  kUnregister,   // handle, cache_id -> status
-  kPullCache,    // handle, index, cache, batch_index, size, ext -> status
-  kPullBlocks,   // handle, index, cache, src_blocks, dst_blocks, ext -> status
-  kPushCache,    // handle, cache, index, src_batch_index, size, ext -> status
-  kPushBlocks,   // handle, cache, index, src_blocks, dst_blocks, ext -> status
-  kSocket,       // a control-plane socket call (SocketCall)
+  kHello = 1,     // token, pid, slot (i64, -1: a thread not announced) -> u8 accepted, why
+  kThreadNew,     // -> i64 slot: a thread about to start (its process runs until it calls)
+  kThreadCancel,  // i64 slot: the announced thread did not start
+  kSleep,         // ps -> (the caller waits that long in simulated time)
+  kNow,           // -> (the reply's time)
+  kAcl,           // an ACL runtime call (AclOp, args)
+  kDistCreate,    // cluster_id, role -> handle
+  kDistDestroy,   // handle
+  kInitialize,    // handle, options -> status
+  kFinalize,      // handle
+  kSetRole,       // handle, role, options -> status
+  kLink,          // handle, clusters, timeout -> status, rets
+  kUnlink,        // handle, clusters, timeout, force -> status, rets
+  kRegister,      // handle, desc, addrs -> status, cache_id
+  kUnregister,    // handle, cache_id -> status
+  kPullCache,     // handle, index, cache, batch_index, size, ext -> status
+  kPullBlocks,    // handle, index, cache, src_blocks, dst_blocks, ext -> status
+  kPushCache,     // handle, cache, index, src_batch_index, size, ext -> status
+  kPushBlocks,    // handle, cache, index, src_blocks, dst_blocks, ext -> status
+  kSocket,        // a control-plane TCP call (SockOp, args) -> i64 result, i32 errno, results
   kLast,
 };
 
@@ -52,6 +55,28 @@ enum class AclOp : std::uint32_t {
   kCopy,            // u64 dst, u64 src, u64 size -> code (device to device)
   kMemset,          // u64 address, i32 value, u64 size -> code
 };
+
+/// The TCP calls of Op::kSocket (the first u32 of its payload), on a socket the program knows by
+/// its file descriptor. Addresses are IPv4 in host order. Blocking calls wait in simulated time.
+enum class SockOp : std::uint32_t {
+  kOpen = 1,    // i32 fd -> 0
+  kBind,        // i32 fd, u32 ip, u16 port -> 0
+  kListen,      // i32 fd, i32 backlog -> 0
+  kAccept,      // i32 fd, i32 new_fd, bool nonblocking -> 0, u32 ip, u16 port
+  kConnect,     // i32 fd, u32 ip, u16 port, bool nonblocking -> 0
+  kSend,        // i32 fd, bytes, bool nonblocking -> bytes sent
+  kRecv,        // i32 fd, u64 max, u32 flags (kPeek, kWaitAll), bool nonblocking -> n, bytes
+  kShutdown,    // i32 fd, i32 how -> 0
+  kClose,       // i32 fd -> 0
+  kPoll,        // u64 n, n x (i32 fd, i16 events), i64 timeout_ps (-1: none) -> n ready, revents
+  kSetTimeout,  // i32 fd, bool send, i64 ps (0: none) -> 0
+  kName,        // i32 fd, bool peer -> 0, u32 ip, u16 port
+  kTakeError,   // i32 fd -> 0, i32 pending error (SO_ERROR)
+};
+
+/// Flags of SockOp::kRecv.
+inline constexpr std::uint32_t kRecvPeek = 1;
+inline constexpr std::uint32_t kRecvWaitAll = 2;
 
 /// A frame that does not decode (truncated, oversized, unknown op).
 class WireError : public std::runtime_error {
@@ -134,6 +159,15 @@ class Reader {
 
 /// A request frame: [u32 size][u32 op][payload].
 std::string request_frame(Op op, const std::string& payload);
+
+/// A decoded request frame.
+struct Request {
+  Op op = Op::kNow;
+  std::string payload;
+};
+/// Takes the first complete request frame off `buffer` (bytes as read from a connection):
+/// nullopt until one is complete; WireError for a size or an op that no request has.
+std::optional<Request> take_request(std::string& buffer);
 /// A reply frame: [u32 size][u64 now_ps][payload].
 std::string reply_frame(std::uint64_t now_ps, const std::string& payload);
 

@@ -24,6 +24,7 @@
 #include "python/src/py_host_memory.h"
 #include "python/src/py_hosting.h"
 #include "python/src/py_kv_cache.h"
+#include "python/src/py_launch_server.h"
 #include "python/src/py_results.h"
 #include "python/src/py_world.h"
 #include "sim/scenario.h"
@@ -1236,4 +1237,5 @@ PYBIND11_MODULE(_core, m) {
   kvsim::python::bind_world(m);
   kvsim::python::bind_results(m);
   kvsim::python::bind_hosting(m);
+  kvsim::python::bind_launch_server(m);
 }

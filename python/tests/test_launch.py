@@ -218,7 +218,7 @@ def test_a_launch_file(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     ([], "no commands"),
-    (["--", "ls", "-l"], "'ls' is not a Python program"),
+    (["--", "no-such-program-kvsim", "-l"], "'no-such-program-kvsim' is not a program"),
     (["--hosts", "10.0.0.1", "--", "python3", "-c", "1", ":::", "python3", "-c", "2"],
      "--hosts: 1 addresses for 2 nodes"),
     (["--hosts", "10.0.0.300", "--", "python3", "-c", "1"], "'10.0.0.300' is not an IPv4"),

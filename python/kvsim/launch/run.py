@@ -2,15 +2,19 @@
 one deterministic world.
 
     kvsim launch [options] -- python3 sample.py --role p ... ::: python3 sample.py --role d ...
+    kvsim launch [options] -- ./prompt 0 10.0.0.1 ::: ./decoder 0 10.0.0.2 10.0.0.1
     kvsim launch [options] -f launch.yaml
 
 Each command becomes a host process on a node of the world (process i on node i unless a launch
-file says otherwise), runs in simulated time, and writes its output prefixed with its name. The
-exit status is the worst of the processes'; a launch in which every process waits for another
-ends with a report of who waits on what.
+file says otherwise), runs in simulated time, and writes its output prefixed with its name.
+Python programs are hosted in the launcher; any other command (a C++ program linked with
+kvsim's libllm_datadist and libascendcl) runs as an OS process that joins the world through
+libkvsim_preload (cpp/server/launch_server.h). The exit status is the worst of the processes';
+a launch in which every process waits for another ends with a report of who waits on what.
 """
 import argparse
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -25,15 +29,49 @@ PID_BASE = 4000
 _PYTHON_FLAGS_WITH_ARG = {"-W", "-X", "--check-hash-based-pycs"}
 
 
+def is_python(argv):
+    """True for a Python command line (hosted in the launcher), False for any other program."""
+    program = os.path.basename(argv[0])
+    return program.endswith(".py") or program == "python" or program.startswith("python3")
+
+
+def native_lib_dir():
+    """The directory of libkvsim_preload.so and kvsim's C++ libraries: $KVSIM_LIB_DIR, else
+    <prefix>/lib of an installed kvsim, else the build tree's."""
+    from kvsim import _core
+    candidates = []
+    if os.environ.get("KVSIM_LIB_DIR"):
+        candidates.append(os.environ["KVSIM_LIB_DIR"])
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(_core.__file__)))
+    rel = os.path.normpath(_core.python_install_dir)
+    if package_parent.endswith(os.sep + rel):
+        candidates.append(os.path.join(package_parent[:-len(rel) - 1], "lib"))
+    candidates.append(_core.native_build_dir)
+    for directory in candidates:
+        if os.path.exists(os.path.join(directory, "libkvsim_preload.so")):
+            return directory
+    raise LaunchError("libkvsim_preload.so not found in " + ", ".join(candidates) +
+                      ": build kvsim's cpp targets, or set KVSIM_LIB_DIR")
+
+
+def check_program(program, path, cwd, where):
+    """LaunchError unless `program` names an executable file (as execvp finds it)."""
+    if os.sep in program:
+        found = os.path.join(cwd, program)
+        ok = os.path.isfile(found) and os.access(found, os.X_OK)
+    else:
+        ok = shutil.which(program, path=path) is not None
+    if not ok:
+        raise LaunchError(f"{where}: {program!r} is not a program (no executable file of that "
+                          f"name{' in PATH' if os.sep not in program else ''})")
+
+
 def parse_python(argv, where):
     """(script, sys.argv) of a Python command line: script is ("path", file), ("module", name)
     or ("code", text)."""
     program = os.path.basename(argv[0])
     if program.endswith(".py"):
         return ("path", argv[0]), list(argv)
-    if not (program == "python" or program.startswith("python3")):
-        raise LaunchError(f"{where}: {argv[0]!r} is not a Python program; kvsim launch runs "
-                          "Python programs (python3 script.py ...) for now")
     i = 1
     while i < len(argv):
         word = argv[i]
@@ -57,7 +95,8 @@ def parse_python(argv, where):
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="kvsim launch",
-        description="Run Python programs written for llm_datadist, unchanged, as simulated host "
+        description="Run programs written for llm_datadist (Python scripts, and C++ programs "
+                    "linked with kvsim's libllm_datadist), unchanged, as simulated host "
                     "processes of one world. Commands follow '--', separated by ':::'; "
                     "NAME=VALUE words before a command set its environment.",
         epilog="example: kvsim launch --hosts 10.10.10.0,10.10.10.1 -- python3 sample.py "
@@ -171,8 +210,11 @@ class Launch:
     def __init__(self, spec):
         self.spec = spec
         self.expired = False
+        self.server = None
+        self.programs = []
 
     def run(self):
+        from kvsim import _core
         from kvsim.hosting import ascend_env, torch_support
         from kvsim.hosting.runtime import Process, Runtime
         spec = self.spec
@@ -182,19 +224,22 @@ class Launch:
             [world.device_ip(d) for d in range(world.device_count)]
         if netns.inside():
             netns.configure(addresses)
-        torch_support.install()
-        ascend_env.install_dev_patches()
+        hosted_specs = [ps for ps in spec.processes if is_python(ps.argv)]
+        if hosted_specs:
+            torch_support.install()
+            ascend_env.install_dev_patches()
         if spec.output_dir:
             os.makedirs(spec.output_dir, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix="kvsim-launch-")  # mode 0700: node descriptions
         runtime = Runtime(world, seed=spec.seed, wall_clock=spec.wall_clock)
         self.runtime = runtime
+        server = None
         processes = []
+        self.programs = []  # (rank, name, node) of the OS processes
         for rank, ps in enumerate(spec.processes):
             where = f"process {ps.name}"
             if not 0 <= ps.node < spec.nodes:
                 raise LaunchError(f"{where}: node {ps.node} is not in [0, {spec.nodes})")
-            script, argv = parse_python(ps.argv, where)
             node_devices = list(range(ps.node * per_node, (ps.node + 1) * per_node))
             seen = visible_devices(ps, node_devices)
             node_file = os.path.join(scratch, f"node{ps.node}.json")
@@ -207,26 +252,55 @@ class Launch:
             env.update(ps.env)
             env["PATH"] = torch_support.bin_dir() + os.pathsep + env.get("PATH", "")
             env["KVSIM_NODE_INFO"] = node_file
+            if not is_python(ps.argv):
+                check_program(ps.argv[0], env.get("PATH", ""), ps.cwd or os.getcwd(), where)
+                if server is None:
+                    lib_dir = native_lib_dir()
+                    server = _core.LaunchServer(world, spec.output_dir or "", spec.timeout)
+                sim_id = world.add_process(ps.name, ps.node, seen)
+                for name in ("KVSIM_WORLD_SOCKET", "KVSIM_PROCESS_TOKEN"):
+                    env.pop(name, None)
+                preload = os.path.join(lib_dir, "libkvsim_preload.so")
+                env["LD_PRELOAD"] = " ".join(filter(None, [preload, env.get("LD_PRELOAD")]))
+                env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                    filter(None, [lib_dir, env.get("LD_LIBRARY_PATH")]))
+                if spec.wall_clock:
+                    env["KVSIM_WALL_CLOCK"] = "1"
+                server.add(ps.name, sim_id, list(ps.argv),
+                           [f"{k}={v}" for k, v in env.items()], ps.cwd or os.getcwd())
+                self.programs.append((rank, ps.name, ps.node))
+                continue
+            script, argv = parse_python(ps.argv, where)
             proc = Process(runtime, rank, ps.name, ps.node, PID_BASE + rank, argv, env, script,
                            ps.cwd or os.getcwd(), spec.output_dir)
             runtime.add(proc, seen, node_devices, world.host_ip(ps.node),
                         torch_support.site_dirs())
             processes.append(proc)
         self.processes = processes
-        runtime.install()
-        for proc in processes:
-            runtime.start(proc)
+        self.server = server
+        if processes:
+            runtime.install()
+            for proc in processes:
+                runtime.start(proc)
         old = signal.signal(signal.SIGALRM, self._expire)
         signal.setitimer(signal.ITIMER_REAL, spec.timeout)
         try:
-            world.run_until_idle()
+            if server is not None:
+                server.run()
+            else:
+                world.run_until_idle()
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
             report = self._report()
-            runtime.uninstall()
+            if processes:
+                runtime.uninstall()
         sys.stderr.write(report)
-        return max((NOT_ENDED if p.exit_code is None else p.exit_code) for p in processes)
+        codes = [NOT_ENDED if p.exit_code is None else p.exit_code for p in processes]
+        if server is not None:
+            codes += [NOT_ENDED if e["exit_code"] is None else e["exit_code"]
+                      for e in server.ends()]
+        return max(codes)
 
     def _expire(self, signum, frame):
         self.expired = True
@@ -240,10 +314,12 @@ class Launch:
         now = _core.now_ps() * 1e-12
         lines = []
         waiting = [p for p in self.processes if not p.finished]
-        if waiting:
+        stall = self.server.stall_report() if self.server is not None else ""
+        if waiting or stall:
             why = (f"the wall-clock limit of {self.spec.timeout} s passed" if self.expired
                    else "every process left waits for something that cannot happen")
-            lines.append(f"kvsim launch: stopped at t={now:.6f} s: {why}")
+            lines.append(f"kvsim launch: {stall.splitlines()[0]}" if stall and not waiting
+                         else f"kvsim launch: stopped at t={now:.6f} s: {why}")
             blocked = {}
             for job in self.world.blocked_jobs():
                 blocked.setdefault(job["process"], []).append(job)
@@ -255,10 +331,15 @@ class Launch:
                     lines.append(f"    job {job['job']}: {job['what']} since t={since:.6f} s")
                     for text in job["stack"].rstrip().splitlines()[-6:]:
                         lines.append(f"      {text}")
-        for proc in self.processes:
-            status = ("did not end" if proc.exit_code is None else
-                      f"exited {proc.exit_code} at t={proc.ended_ps * 1e-12:.6f} s")
-            lines.append(f"kvsim launch: {proc.name} (node {proc.node}) {status}")
+            lines += stall.splitlines()[1:]
+        ends = {e["name"]: e for e in self.server.ends()} if self.server is not None else {}
+        by_rank = [(p.rank, p.name, p.node, p.exit_code, p.ended_ps) for p in self.processes]
+        by_rank += [(rank, name, node, ends[name]["exit_code"], ends[name]["ended_ps"])
+                    for rank, name, node in self.programs]
+        for _, name, node, code, ended_ps in sorted(by_rank):
+            status = ("did not end" if code is None else
+                      f"exited {code} at t={ended_ps * 1e-12:.6f} s")
+            lines.append(f"kvsim launch: {name} (node {node}) {status}")
         return "\n".join(lines) + "\n"
 
     @staticmethod
@@ -280,4 +361,7 @@ def main(argv=None):
         return 2
     except ValueError as e:  # a world the preset, overrides or addresses cannot make
         print(f"kvsim launch: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # a program that cannot start
+        print(f"{e}", file=sys.stderr)
         return 2

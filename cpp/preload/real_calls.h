@@ -1,0 +1,34 @@
+// The shim's view of the C library it stands in front of: the real functions (the next
+// definitions after the preloaded library's, dlsym RTLD_NEXT) and whether this process's calls
+// are simulated at all.
+#pragma once
+
+#include <cstdint>
+
+namespace kvsim::cpp::preload {
+
+/// The next definition of `name` (the C library's), resolved once per call site.
+void* next_symbol(const char* name);
+
+template <typename F>
+F* real(const char* name) {
+  return reinterpret_cast<F*>(next_symbol(name));
+}
+
+/// The real `fn`, looked up once per use site.
+#define KVSIM_REAL(fn)                                                          \
+  ([] {                                                                         \
+    static auto* const next = ::kvsim::cpp::preload::real<decltype(::fn)>(#fn); \
+    return next;                                                                \
+  }())
+
+/// True in a launched program (not in a child it forked, nor in any other program).
+bool simulated();
+/// True when clocks read the host's time (kvsim launch --wall-clock); sleeps stay simulated.
+bool wall_clock();
+/// Simulated time of the calling thread, in picoseconds.
+std::uint64_t now_ps();
+/// Lets `ps` of simulated time pass for the calling thread; false if the world cannot answer.
+bool sleep_ps(std::uint64_t ps);
+
+}  // namespace kvsim::cpp::preload

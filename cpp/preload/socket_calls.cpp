@@ -1,0 +1,558 @@
+// TCP sockets of a launched program in the simulated hosts' network (cpp/server/control_net.h):
+// an AF_INET stream socket is a placeholder descriptor here (an unconnected AF_UNIX socket, so
+// the number is the program's and fstat says socket) and lives in the world, where every call on
+// it runs in simulated time. Other sockets and descriptors go to the C library, inside the
+// launch's network namespace. Not simulated: IPv6, UDP, epoll, and descriptors duplicated with
+// dup(); a poll or select that mixes simulated sockets with other descriptors looks at the
+// others once, without waiting.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpp/client/channel.h"
+#include "cpp/preload/real_calls.h"
+
+namespace {
+
+using kvsim::cpp::client::Channel;
+using kvsim::cpp::preload::simulated;
+namespace wire = kvsim::cpp::wire;
+using wire::SockOp;
+
+constexpr int kMaxFd = 1 << 16;
+constexpr std::uint8_t kEmulated = 1;
+constexpr std::uint8_t kNonBlocking = 2;
+constexpr std::size_t kMaxPiece = 16u << 20;  // per request, well below wire::kMaxFrame
+constexpr std::int64_t kPsPerMs = 1'000'000'000;
+
+std::atomic<std::uint8_t> g_fds[kMaxFd];
+
+bool emulated(int fd) {
+  return fd >= 0 && fd < kMaxFd && (g_fds[fd].load(std::memory_order_relaxed) & kEmulated) != 0;
+}
+bool nonblocking(int fd) {
+  return (g_fds[fd].load(std::memory_order_relaxed) & kNonBlocking) != 0;
+}
+void mark(int fd, bool nb) {
+  g_fds[fd].store(static_cast<std::uint8_t>(kEmulated | (nb ? kNonBlocking : 0)));
+}
+void set_nonblocking(int fd, bool nb) {
+  mark(fd, nb);
+}
+
+struct Reply {
+  std::int64_t result = -1;
+  int error = ENETDOWN;  // the world cannot answer
+  std::string rest;
+};
+
+Reply call(SockOp op, const std::string& args) {
+  Reply r;
+  const auto reply = Channel::get().call(
+      wire::Op::kSocket, wire::Writer().u32(static_cast<std::uint32_t>(op)).take() + args);
+  if (!reply) return r;
+  try {
+    wire::Reader in(*reply);
+    r.result = in.i64();
+    r.error = in.i32();
+    r.rest = reply->substr(12);
+  } catch (const wire::WireError&) {
+    r.result = -1;
+    r.error = EPROTO;
+  }
+  return r;
+}
+
+int fail(int error) {
+  errno = error;
+  return -1;
+}
+
+std::int64_t finish(const Reply& r) {
+  if (r.result < 0) return fail(r.error);
+  return r.result;
+}
+
+bool read_ipv4(const sockaddr* addr, socklen_t len, std::uint32_t& ip, std::uint16_t& port,
+               int& error) {
+  if (addr == nullptr) {
+    error = EFAULT;
+    return false;
+  }
+  if (len < static_cast<socklen_t>(sizeof(sockaddr_in))) {
+    error = EINVAL;
+    return false;
+  }
+  if (addr->sa_family != AF_INET) {
+    error = EAFNOSUPPORT;
+    return false;
+  }
+  sockaddr_in in{};
+  std::memcpy(&in, addr, sizeof(in));
+  ip = ntohl(in.sin_addr.s_addr);
+  port = ntohs(in.sin_port);
+  return true;
+}
+
+void write_ipv4(sockaddr* addr, socklen_t* len, std::uint32_t ip, std::uint16_t port) {
+  if (addr == nullptr || len == nullptr) return;
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_addr.s_addr = htonl(ip);
+  in.sin_port = htons(port);
+  std::memcpy(addr, &in, std::min<std::size_t>(*len, sizeof(in)));
+  *len = sizeof(in);
+}
+
+int placeholder(bool cloexec) {
+  const int fd = KVSIM_REAL(socket)(AF_UNIX, SOCK_STREAM | (cloexec ? SOCK_CLOEXEC : 0), 0);
+  if (fd >= kMaxFd) {
+    KVSIM_REAL(close)(fd);
+    return fail(EMFILE);
+  }
+  return fd;
+}
+
+ssize_t send_bytes(int fd, const char* data, std::size_t n, int flags) {
+  std::size_t done = 0;
+  do {
+    const std::size_t piece = std::min(kMaxPiece, n - done);
+    const Reply r = call(SockOp::kSend, wire::Writer()
+                                            .i32(fd)
+                                            .bytes(data + done, piece)
+                                            .boolean(nonblocking(fd) || (flags & MSG_DONTWAIT))
+                                            .take());
+    if (r.result < 0) {
+      if (r.error == EPIPE && (flags & MSG_NOSIGNAL) == 0) raise(SIGPIPE);
+      if (done > 0) return static_cast<ssize_t>(done);
+      return fail(r.error);
+    }
+    done += static_cast<std::size_t>(r.result);
+  } while (done < n);
+  return static_cast<ssize_t>(done);
+}
+
+ssize_t recv_bytes(int fd, void* buf, std::size_t n, int flags) {
+  if (buf == nullptr && n > 0) return fail(EFAULT);
+  std::uint32_t f = 0;
+  if (flags & MSG_PEEK) f |= wire::kRecvPeek;
+  if (flags & MSG_WAITALL) f |= wire::kRecvWaitAll;
+  const Reply r = call(SockOp::kRecv, wire::Writer()
+                                          .i32(fd)
+                                          .u64(std::min(n, kMaxPiece))
+                                          .u32(f)
+                                          .boolean(nonblocking(fd) || (flags & MSG_DONTWAIT))
+                                          .take());
+  if (r.result < 0) return fail(r.error);
+  try {
+    const std::string bytes = wire::Reader(r.rest).str();
+    std::memcpy(buf, bytes.data(), std::min(bytes.size(), n));
+    return static_cast<ssize_t>(std::min(bytes.size(), n));
+  } catch (const wire::WireError&) {
+    return fail(EPROTO);
+  }
+}
+
+std::string gather(const iovec* iov, int count) {
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    out.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+  return out;
+}
+
+ssize_t scatter(int fd, const iovec* iov, int count, int flags) {
+  std::size_t total = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+  std::string buf(total, '\0');
+  const ssize_t n = recv_bytes(fd, buf.data(), total, flags);
+  if (n <= 0) return n;
+  std::size_t left = static_cast<std::size_t>(n);
+  std::size_t pos = 0;
+  for (int i = 0; i < count && left > 0; ++i) {
+    const std::size_t k = std::min(left, iov[i].iov_len);
+    std::memcpy(iov[i].iov_base, buf.data() + pos, k);
+    pos += k;
+    left -= k;
+  }
+  return n;
+}
+
+// poll over simulated sockets and other descriptors (see the file's comment).
+int poll_mixed(pollfd* fds, nfds_t n, std::int64_t timeout_ps) {
+  std::vector<pollfd> others;
+  std::vector<nfds_t> other_index;
+  std::vector<nfds_t> sim_index;
+  for (nfds_t i = 0; i < n; ++i) {
+    fds[i].revents = 0;
+    if (emulated(fds[i].fd)) {
+      sim_index.push_back(i);
+    } else if (fds[i].fd >= 0) {
+      others.push_back(fds[i]);
+      other_index.push_back(i);
+    }
+  }
+  int ready = 0;
+  if (!others.empty()) {
+    const int r = KVSIM_REAL(poll)(others.data(), others.size(), 0);
+    if (r < 0) return -1;
+    for (std::size_t k = 0; k < others.size(); ++k) fds[other_index[k]].revents = others[k].revents;
+    ready += r;
+  }
+  wire::Writer args;
+  args.u64(sim_index.size());
+  for (nfds_t i : sim_index) args.i32(fds[i].fd).u16(static_cast<std::uint16_t>(fds[i].events));
+  args.i64(ready > 0 ? 0 : timeout_ps);
+  const Reply r = call(SockOp::kPoll, args.take());
+  if (r.result < 0) return static_cast<int>(finish(r));
+  try {
+    wire::Reader in(r.rest);
+    const std::uint64_t m = in.u64();
+    for (std::uint64_t k = 0; k < m && k < sim_index.size(); ++k) {
+      fds[sim_index[k]].revents = static_cast<short>(in.u16());
+    }
+  } catch (const wire::WireError&) {
+    return fail(EPROTO);
+  }
+  return ready + static_cast<int>(r.result);
+}
+
+std::int64_t to_ps(const timespec* ts) {
+  if (ts == nullptr) return -1;
+  return static_cast<std::int64_t>(ts->tv_sec) * 1'000'000'000'000LL +
+         static_cast<std::int64_t>(ts->tv_nsec) * 1000;
+}
+
+bool any_emulated(const pollfd* fds, nfds_t n) {
+  for (nfds_t i = 0; i < n; ++i) {
+    if (emulated(fds[i].fd)) return true;
+  }
+  return false;
+}
+
+// select as poll; -2 when no set names a simulated socket (the caller uses the C library's).
+int select_as_poll(int nfds, fd_set* r, fd_set* w, fd_set* e, std::int64_t timeout_ps) {
+  std::vector<pollfd> fds;
+  bool sim = false;
+  for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd) {
+    short events = 0;
+    if (r != nullptr && FD_ISSET(fd, r)) events |= POLLIN;
+    if (w != nullptr && FD_ISSET(fd, w)) events |= POLLOUT;
+    if (e != nullptr && FD_ISSET(fd, e)) events |= POLLPRI;
+    if (events == 0) continue;
+    fds.push_back({fd, events, 0});
+    sim = sim || emulated(fd);
+  }
+  if (!sim) return -2;
+  const int n = poll_mixed(fds.data(), fds.size(), timeout_ps);
+  if (n < 0) return -1;
+  for (const pollfd& p : fds) {
+    if (p.revents & POLLNVAL) return fail(EBADF);
+  }
+  if (r != nullptr) FD_ZERO(r);
+  if (w != nullptr) FD_ZERO(w);
+  if (e != nullptr) FD_ZERO(e);
+  int bits = 0;
+  for (const pollfd& p : fds) {
+    if (r != nullptr && (p.events & POLLIN) && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+      FD_SET(p.fd, r);
+      ++bits;
+    }
+    if (w != nullptr && (p.events & POLLOUT) && (p.revents & (POLLOUT | POLLERR))) {
+      FD_SET(p.fd, w);
+      ++bits;
+    }
+    if (e != nullptr && (p.events & POLLPRI) && (p.revents & POLLPRI)) {
+      FD_SET(p.fd, e);
+      ++bits;
+    }
+  }
+  return bits;
+}
+
+}  // namespace
+
+extern "C" {
+
+int socket(int domain, int type, int protocol) {
+  const int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (!simulated() || domain != AF_INET || kind != SOCK_STREAM ||
+      (protocol != 0 && protocol != IPPROTO_TCP)) {
+    return KVSIM_REAL(socket)(domain, type, protocol);
+  }
+  const int fd = placeholder((type & SOCK_CLOEXEC) != 0);
+  if (fd < 0) return -1;
+  const Reply r = call(SockOp::kOpen, wire::Writer().i32(fd).take());
+  if (r.result < 0) {
+    KVSIM_REAL(close)(fd);
+    return fail(r.error);
+  }
+  mark(fd, (type & SOCK_NONBLOCK) != 0);
+  return fd;
+}
+
+int bind(int fd, const struct sockaddr* addr, socklen_t len) {
+  if (!emulated(fd)) return KVSIM_REAL(bind)(fd, addr, len);
+  std::uint32_t ip = 0;
+  std::uint16_t port = 0;
+  int error = 0;
+  if (!read_ipv4(addr, len, ip, port, error)) return fail(error);
+  return static_cast<int>(
+      finish(call(SockOp::kBind, wire::Writer().i32(fd).u32(ip).u16(port).take())));
+}
+
+int listen(int fd, int backlog) {
+  if (!emulated(fd)) return KVSIM_REAL(listen)(fd, backlog);
+  return static_cast<int>(
+      finish(call(SockOp::kListen, wire::Writer().i32(fd).i32(backlog).take())));
+}
+
+int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
+  if (!emulated(fd)) return KVSIM_REAL(accept4)(fd, addr, len, flags);
+  const int fresh = placeholder((flags & SOCK_CLOEXEC) != 0);
+  if (fresh < 0) return -1;
+  const Reply r =
+      call(SockOp::kAccept, wire::Writer().i32(fd).i32(fresh).boolean(nonblocking(fd)).take());
+  if (r.result < 0) {
+    KVSIM_REAL(close)(fresh);
+    return fail(r.error);
+  }
+  mark(fresh, (flags & SOCK_NONBLOCK) != 0);
+  try {
+    wire::Reader in(r.rest);
+    const std::uint32_t ip = in.u32();
+    const std::uint16_t port = in.u16();
+    write_ipv4(addr, len, ip, port);
+  } catch (const wire::WireError&) {
+  }
+  return fresh;
+}
+
+int accept(int fd, struct sockaddr* addr, socklen_t* len) {
+  return accept4(fd, addr, len, 0);
+}
+
+int connect(int fd, const struct sockaddr* addr, socklen_t len) {
+  if (!emulated(fd)) return KVSIM_REAL(connect)(fd, addr, len);
+  std::uint32_t ip = 0;
+  std::uint16_t port = 0;
+  int error = 0;
+  if (!read_ipv4(addr, len, ip, port, error)) return fail(error);
+  return static_cast<int>(finish(call(
+      SockOp::kConnect, wire::Writer().i32(fd).u32(ip).u16(port).boolean(nonblocking(fd)).take())));
+}
+
+ssize_t send(int fd, const void* buf, size_t n, int flags) {
+  if (!emulated(fd)) return KVSIM_REAL(send)(fd, buf, n, flags);
+  return send_bytes(fd, static_cast<const char*>(buf), n, flags);
+}
+
+ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr,
+               socklen_t len) {
+  if (!emulated(fd)) return KVSIM_REAL(sendto)(fd, buf, n, flags, addr, len);
+  return send_bytes(fd, static_cast<const char*>(buf), n, flags);  // TCP ignores the address
+}
+
+ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+  if (!emulated(fd)) return KVSIM_REAL(sendmsg)(fd, msg, flags);
+  const std::string data = gather(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
+  return send_bytes(fd, data.data(), data.size(), flags);
+}
+
+ssize_t write(int fd, const void* buf, size_t n) {
+  if (!emulated(fd)) return KVSIM_REAL(write)(fd, buf, n);
+  return send_bytes(fd, static_cast<const char*>(buf), n, 0);
+}
+
+ssize_t writev(int fd, const struct iovec* iov, int count) {
+  if (!emulated(fd)) return KVSIM_REAL(writev)(fd, iov, count);
+  const std::string data = gather(iov, count);
+  return send_bytes(fd, data.data(), data.size(), 0);
+}
+
+ssize_t recv(int fd, void* buf, size_t n, int flags) {
+  if (!emulated(fd)) return KVSIM_REAL(recv)(fd, buf, n, flags);
+  return recv_bytes(fd, buf, n, flags);
+}
+
+ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
+  if (!emulated(fd)) return KVSIM_REAL(recvfrom)(fd, buf, n, flags, addr, len);
+  return recv_bytes(fd, buf, n, flags);  // a TCP socket leaves the address alone
+}
+
+ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
+  if (!emulated(fd)) return KVSIM_REAL(recvmsg)(fd, msg, flags);
+  msg->msg_namelen = 0;
+  msg->msg_controllen = 0;
+  msg->msg_flags = 0;
+  return scatter(fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+}
+
+ssize_t read(int fd, void* buf, size_t n) {
+  if (!emulated(fd)) return KVSIM_REAL(read)(fd, buf, n);
+  return recv_bytes(fd, buf, n, 0);
+}
+
+ssize_t readv(int fd, const struct iovec* iov, int count) {
+  if (!emulated(fd)) return KVSIM_REAL(readv)(fd, iov, count);
+  return scatter(fd, iov, count, 0);
+}
+
+int shutdown(int fd, int how) {
+  if (!emulated(fd)) return KVSIM_REAL(shutdown)(fd, how);
+  return static_cast<int>(finish(call(SockOp::kShutdown, wire::Writer().i32(fd).i32(how).take())));
+}
+
+int close(int fd) {
+  if (emulated(fd)) {
+    g_fds[fd].store(0);
+    (void)call(SockOp::kClose, wire::Writer().i32(fd).take());
+  }
+  return KVSIM_REAL(close)(fd);
+}
+
+int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
+  if (!emulated(fd)) return KVSIM_REAL(setsockopt)(fd, level, name, value, len);
+  if (value == nullptr && len > 0) return fail(EFAULT);
+  if (level == SOL_SOCKET && name == SO_RCVTIMEO) {
+    if (len < static_cast<socklen_t>(sizeof(timeval))) return fail(EINVAL);
+    timeval tv{};
+    std::memcpy(&tv, value, sizeof(tv));
+    const std::int64_t ps = static_cast<std::int64_t>(tv.tv_sec) * 1'000'000'000'000LL +
+                            static_cast<std::int64_t>(tv.tv_usec) * 1'000'000LL;
+    return static_cast<int>(
+        finish(call(SockOp::kSetTimeout, wire::Writer().i32(fd).boolean(false).i64(ps).take())));
+  }
+  return 0;  // other options change nothing in the simulated network
+}
+
+int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
+  if (!emulated(fd)) return KVSIM_REAL(getsockopt)(fd, level, name, value, len);
+  if (value == nullptr || len == nullptr) return fail(EFAULT);
+  int out = 0;
+  if (level == SOL_SOCKET && name == SO_ERROR) {
+    const Reply r = call(SockOp::kTakeError, wire::Writer().i32(fd).take());
+    if (r.result < 0) return fail(r.error);
+    try {
+      out = wire::Reader(r.rest).i32();
+    } catch (const wire::WireError&) {
+      return fail(EPROTO);
+    }
+  } else if (level == SOL_SOCKET && name == SO_TYPE) {
+    out = SOCK_STREAM;
+  } else if (level == SOL_SOCKET && name == SO_DOMAIN) {
+    out = AF_INET;
+  }
+  std::memcpy(value, &out, std::min<std::size_t>(*len, sizeof(out)));
+  *len = sizeof(out);
+  return 0;
+}
+
+static int socket_name(int fd, struct sockaddr* addr, socklen_t* len, bool peer) {
+  const Reply r = call(SockOp::kName, wire::Writer().i32(fd).boolean(peer).take());
+  if (r.result < 0) return fail(r.error);
+  try {
+    wire::Reader in(r.rest);
+    const std::uint32_t ip = in.u32();
+    const std::uint16_t port = in.u16();
+    write_ipv4(addr, len, ip, port);
+  } catch (const wire::WireError&) {
+    return fail(EPROTO);
+  }
+  return 0;
+}
+
+int getsockname(int fd, struct sockaddr* addr, socklen_t* len) {
+  if (!emulated(fd)) return KVSIM_REAL(getsockname)(fd, addr, len);
+  return socket_name(fd, addr, len, false);
+}
+
+int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
+  if (!emulated(fd)) return KVSIM_REAL(getpeername)(fd, addr, len);
+  return socket_name(fd, addr, len, true);
+}
+
+int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const long arg = va_arg(ap, long);
+  va_end(ap);
+  if (emulated(fd) && cmd == F_SETFL) set_nonblocking(fd, (arg & O_NONBLOCK) != 0);
+  const int r = KVSIM_REAL(fcntl)(fd, cmd, arg);
+  if (emulated(fd) && cmd == F_GETFL && r >= 0) {
+    return nonblocking(fd) ? (r | O_NONBLOCK) : (r & ~O_NONBLOCK);
+  }
+  return r;
+}
+
+int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const long arg = va_arg(ap, long);
+  va_end(ap);
+  return fcntl(fd, cmd, arg);
+}
+
+int ioctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  if (emulated(fd) && request == FIONBIO) {
+    if (arg == nullptr) return fail(EFAULT);
+    set_nonblocking(fd, *static_cast<int*>(arg) != 0);
+    return 0;
+  }
+  if (emulated(fd) && request == FIONREAD) {
+    if (arg == nullptr) return fail(EFAULT);
+    std::string peek(1u << 20, '\0');
+    const ssize_t n = recv_bytes(fd, peek.data(), peek.size(), MSG_PEEK | MSG_DONTWAIT);
+    *static_cast<int*>(arg) = n > 0 ? static_cast<int>(n) : 0;
+    return 0;
+  }
+  return KVSIM_REAL(ioctl)(fd, request, arg);
+}
+
+int poll(struct pollfd* fds, nfds_t n, int timeout) {
+  if (!simulated() || !any_emulated(fds, n)) return KVSIM_REAL(poll)(fds, n, timeout);
+  return poll_mixed(fds, n, timeout < 0 ? -1 : timeout * kPsPerMs);
+}
+
+int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* ts, const sigset_t* mask) {
+  if (!simulated() || !any_emulated(fds, n)) return KVSIM_REAL(ppoll)(fds, n, ts, mask);
+  return poll_mixed(fds, n, to_ps(ts));
+}
+
+int select(int nfds, fd_set* r, fd_set* w, fd_set* e, struct timeval* tv) {
+  if (!simulated()) return KVSIM_REAL(select)(nfds, r, w, e, tv);
+  const std::int64_t ps = tv == nullptr
+                              ? -1
+                              : static_cast<std::int64_t>(tv->tv_sec) * 1'000'000'000'000LL +
+                                    static_cast<std::int64_t>(tv->tv_usec) * 1'000'000LL;
+  const int n = select_as_poll(nfds, r, w, e, ps);
+  if (n == -2) return KVSIM_REAL(select)(nfds, r, w, e, tv);
+  if (n == 0 && tv != nullptr) *tv = timeval{};  // as Linux: the time left
+  return n;
+}
+
+int pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* ts,
+            const sigset_t* mask) {
+  if (!simulated()) return KVSIM_REAL(pselect)(nfds, r, w, e, ts, mask);
+  const int n = select_as_poll(nfds, r, w, e, to_ps(ts));
+  if (n == -2) return KVSIM_REAL(pselect)(nfds, r, w, e, ts, mask);
+  return n;
+}
+
+}  // extern "C"

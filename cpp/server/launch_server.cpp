@@ -1,0 +1,831 @@
+#include "cpp/server/launch_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+namespace kvsim::cpp {
+
+using wire::Op;
+
+namespace {
+
+constexpr std::size_t kReadChunk = 1 << 16;
+
+std::string seconds(std::uint64_t ps) {
+  std::ostringstream out;
+  out.precision(6);
+  out << std::fixed << static_cast<double>(ps) * 1e-12 << " s";
+  return out.str();
+}
+
+std::string random_token() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error("kvsim launch: no random bytes for a process token");
+    got += static_cast<std::size_t>(n);
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out.push_back(hex[b >> 4]);
+    out.push_back(hex[b & 15]);
+  }
+  return out;
+}
+
+void set_nonblocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+// argv[0] as execve needs it: a name without '/' is looked up in the program's own PATH.
+std::string resolve(const std::string& program, const std::vector<std::string>& env,
+                    const std::string& cwd) {
+  if (program.find('/') != std::string::npos) return program;
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const std::string& e : env) {
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  }
+  std::stringstream dirs(path);
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    std::filesystem::path candidate = std::filesystem::path(dir.empty() ? "." : dir) / program;
+    if (candidate.is_relative() && !cwd.empty()) candidate = std::filesystem::path(cwd) / candidate;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return program;  // posix_spawn reports ENOENT
+}
+
+std::string op_name(Op op) {
+  switch (op) {
+    case Op::kSleep:
+      return "a sleep";
+    case Op::kAcl:
+      return "an ACL call";
+    case Op::kDistCreate:
+    case Op::kDistDestroy:
+    case Op::kFinalize:
+      return "LlmDataDist construction or Finalize";
+    case Op::kInitialize:
+      return "Initialize";
+    case Op::kSetRole:
+      return "SetRole";
+    case Op::kLink:
+      return "LinkLlmClusters";
+    case Op::kUnlink:
+      return "UnlinkLlmClusters";
+    case Op::kRegister:
+      return "RegisterKvCache";
+    case Op::kUnregister:
+      return "UnregisterKvCache";
+    case Op::kPullCache:
+      return "PullKvCache";
+    case Op::kPullBlocks:
+      return "PullKvBlocks";
+    case Op::kPushCache:
+      return "PushKvCache";
+    case Op::kPushBlocks:
+      return "PushKvBlocks";
+    default:
+      return "a call";
+  }
+}
+
+}  // namespace
+
+// A program's stdout or stderr: read from its pipe whenever there is something (so that the
+// program never blocks on a full pipe), and written out, line by line with its prefix, only when
+// the world is at a barrier: everything a waiting program wrote before its request is in the
+// pipe by then, so each launch interleaves the programs' lines the same way.
+struct Output {
+  int fd = -1;
+  int sink = 1;
+  std::string prefix;
+  std::string pending;
+  std::FILE* copy = nullptr;
+
+  // Reads what is there; false at end of file.
+  bool drain() {
+    if (fd < 0) return false;
+    char buf[kReadChunk];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) {
+        pending.append(buf, static_cast<std::size_t>(n));
+        if (copy != nullptr) {
+          std::fwrite(buf, 1, static_cast<std::size_t>(n), copy);
+          std::fflush(copy);
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      ::close(fd);
+      fd = -1;
+      return false;
+    }
+  }
+  // Writes the complete lines read so far (and, at the end, the rest as a line).
+  void emit(bool last) {
+    drain();
+    std::string text;
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      text += prefix + pending.substr(start, nl + 1 - start);
+    }
+    pending.erase(0, start);
+    if (last && !pending.empty()) {
+      text += prefix + pending + "\n";
+      pending.clear();
+    }
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t w = ::write(sink, text.data() + done, text.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      done += static_cast<std::size_t>(w);
+    }
+  }
+  void close_now() {
+    emit(true);
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    if (copy != nullptr) std::fclose(copy);
+    copy = nullptr;
+  }
+};
+
+struct LaunchServer::Thread {
+  enum class State { kAnnounced, kRunning, kQueued, kServing, kAnswered, kGone };
+  int slot = 0;
+  int fd = -1;
+  State state = State::kAnnounced;
+  std::string in;
+  std::string out;
+  wire::Request request;
+  std::string reply;
+  std::string fault;
+  std::unique_ptr<impl::Signal> wake;
+  bool quit = false;
+  std::string what;
+  std::uint64_t since = 0;
+};
+
+struct LaunchServer::Program {
+  ProgramSpec spec;
+  int node = 0;
+  std::string token;
+  pid_t pid = -1;
+  int pidfd = -1;
+  Output out;
+  Output err;
+  std::vector<std::unique_ptr<Thread>> threads;
+  std::unique_ptr<Session> session;
+  bool exited = false;
+  std::optional<int> exit_code;
+  std::uint64_t ended_ps = 0;
+  std::string waiting;
+};
+
+LaunchServer::LaunchServer(sim::SystemcPlatform& platform, impl::Directory& directory,
+                           Options options)
+    : platform_(platform),
+      directory_(directory),
+      options_(std::move(options)),
+      net_(platform, directory) {}
+
+LaunchServer::~LaunchServer() {
+  stop_everything();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+  if (!dir_.empty()) ::rmdir(dir_.c_str());
+}
+
+void LaunchServer::add(ProgramSpec spec) {
+  if (spec.argv.empty()) {
+    throw std::invalid_argument("program '" + spec.name + "': no command");
+  }
+  auto p = std::make_unique<Program>();
+  p->node = platform_.process(spec.process).node;  // std::out_of_range for an unknown one
+  p->token = random_token();
+  p->session = std::make_unique<Session>(platform_, directory_);
+  net_.add_process(spec.process, p->node);
+  p->spec = std::move(spec);
+  programs_.push_back(std::move(p));
+}
+
+void LaunchServer::start(Program& p) {
+  int out[2];
+  int err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    throw std::runtime_error("kvsim launch: no pipe for program '" + p.spec.name + "'");
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  if (!p.spec.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, p.spec.cwd.c_str());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);  // a Python launcher ignores it; programs expect the default
+  sigaddset(&defaults, SIGXFSZ);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own group: its children end with it
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+
+  std::vector<std::string> env = p.spec.env;
+  env.push_back("KVSIM_WORLD_SOCKET=" + socket_path_);
+  env.push_back("KVSIM_PROCESS_TOKEN=" + p.token);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = p.spec.argv;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string path = resolve(p.spec.argv[0], p.spec.env, p.spec.cwd);
+
+  const int rc = posix_spawn(&p.pid, path.c_str(), &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    throw std::runtime_error("kvsim launch: program '" + p.spec.name + "': cannot start '" +
+                             p.spec.argv[0] + "': " + std::strerror(rc));
+  }
+  const std::string prefix = "[" + p.spec.name + "] ";
+  p.out.fd = out[0];
+  p.out.sink = 1;
+  p.out.prefix = prefix;
+  p.err.fd = err[0];
+  p.err.sink = 2;
+  p.err.prefix = prefix;
+  if (!options_.output_dir.empty()) {
+    p.out.copy = std::fopen((options_.output_dir + "/" + p.spec.name + ".out").c_str(), "w");
+    p.err.copy = std::fopen((options_.output_dir + "/" + p.spec.name + ".err").c_str(), "w");
+  }
+  set_nonblocking(p.out.fd);
+  set_nonblocking(p.err.fd);
+  p.pidfd = static_cast<int>(syscall(SYS_pidfd_open, p.pid, 0));  // -1: polled with waitpid
+}
+
+bool LaunchServer::run() {
+  char templ[] = "/tmp/kvsim-world-XXXXXX";
+  if (mkdtemp(templ) == nullptr) {  // mode 0700: the launching user's alone
+    throw std::runtime_error("kvsim launch: cannot make the world's socket directory");
+  }
+  dir_ = templ;
+  socket_path_ = dir_ + "/world.sock";
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listen_fd_, 128) != 0) {
+    throw std::runtime_error("kvsim launch: cannot listen at " + socket_path_ + ": " +
+                             std::strerror(errno));
+  }
+  for (auto& p : programs_) start(*p);
+
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<long>(options_.wall_limit_s * 1000));
+  for (;;) {
+    if (all_ended()) break;
+    if (!any_program_runs()) {
+      emit_output();
+      dispatch();
+      if (!advance()) {
+        stall_ = "every program left waits for something that cannot happen";
+        break;
+      }
+      send_answers();
+      continue;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      stall_ = "the wall-clock limit of " + std::to_string(options_.wall_limit_s) + " s passed";
+      break;
+    }
+    poll_once(static_cast<int>(std::min<long>(left, 1000)));
+    if (!stall_.empty()) break;
+  }
+  const bool clean = stall_.empty();
+  stop_everything();
+  if (clean) platform_.run_until_idle();  // the ended programs' Session ends
+  return clean;
+}
+
+bool LaunchServer::all_ended() const {
+  for (const auto& p : programs_) {
+    if (!p->exited) return false;
+  }
+  return true;
+}
+
+bool LaunchServer::any_program_runs() const {
+  for (const auto& p : programs_) {
+    if (p->exited) continue;
+    bool waits = false;
+    for (const auto& t : p->threads) {
+      switch (t->state) {
+        case Thread::State::kAnnounced:
+        case Thread::State::kRunning:
+        case Thread::State::kAnswered:
+          return true;
+        case Thread::State::kQueued:
+        case Thread::State::kServing:
+          if (t->fd >= 0) waits = true;
+          break;
+        case Thread::State::kGone:
+          break;
+      }
+    }
+    if (!waits) return true;  // not connected yet, or computing without kvsim
+  }
+  return false;
+}
+
+void LaunchServer::emit_output() {
+  for (auto& p : programs_) {
+    p->out.emit(false);
+    p->err.emit(false);
+  }
+}
+
+void LaunchServer::dispatch() {
+  for (auto& p : programs_) {
+    for (auto& t : p->threads) {
+      if (t->state != Thread::State::kQueued) continue;
+      t->state = Thread::State::kServing;
+      t->what = describe(*p, t->request.op, t->request.payload);
+      t->since = platform_.now();
+      t->wake->set();
+    }
+  }
+}
+
+bool LaunchServer::advance() {
+  if (!platform_.drive_until([this] { return answered_ > 0; }, impl::kForever)) return false;
+  platform_.finish_current_time();
+  return true;
+}
+
+void LaunchServer::send_answers() {
+  const std::uint64_t now = platform_.now();
+  for (auto& p : programs_) {
+    for (auto& t : p->threads) {
+      if (t->state != Thread::State::kAnswered) continue;
+      --answered_;
+      if (t->fd < 0) {  // it hung up meanwhile
+        t->state = Thread::State::kGone;
+        t->quit = true;
+        t->wake->set();
+        continue;
+      }
+      if (!t->fault.empty()) {
+        drop(*p, *t, t->fault);
+        continue;
+      }
+      t->out += wire::reply_frame(now, t->reply);
+      t->reply.clear();
+      t->state = Thread::State::kRunning;
+      flush(*t);
+    }
+  }
+  answered_ = 0;
+}
+
+void LaunchServer::flush(Thread& t) {
+  while (!t.out.empty() && t.fd >= 0) {
+    const ssize_t n = ::send(t.fd, t.out.data(), t.out.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      t.out.erase(0, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    t.out.clear();  // the program hung up; its EOF is read next
+    return;
+  }
+}
+
+void LaunchServer::drop(Program& p, Thread& t, const std::string& why) {
+  std::fprintf(stderr, "kvsim launch: %s thread %d: %s; its calls end\n", p.spec.name.c_str(),
+               t.slot, why.c_str());
+  if (t.fd >= 0) ::close(t.fd);
+  t.fd = -1;
+  t.out.clear();
+  if (t.state != Thread::State::kServing) {
+    t.state = Thread::State::kGone;
+    t.quit = true;
+    if (t.wake) t.wake->set();
+  }
+}
+
+void LaunchServer::poll_once(int timeout_ms) {
+  std::vector<pollfd> fds;
+  enum class Kind { kListen, kUnknown, kThread, kOut, kErr, kExit };
+  struct Ref {
+    Kind kind;
+    Program* program;
+    Thread* thread;
+    std::size_t index;
+  };
+  std::vector<Ref> refs;
+  fds.push_back({listen_fd_, POLLIN, 0});
+  refs.push_back({Kind::kListen, nullptr, nullptr, 0});
+  for (std::size_t i = 0; i < unknown_.size(); ++i) {
+    fds.push_back({unknown_[i].fd, POLLIN, 0});
+    refs.push_back({Kind::kUnknown, nullptr, nullptr, i});
+  }
+  bool reap_by_polling = false;
+  for (auto& p : programs_) {
+    for (auto& t : p->threads) {
+      if (t->fd < 0) continue;
+      fds.push_back({t->fd, static_cast<short>(POLLIN | (t->out.empty() ? 0 : POLLOUT)), 0});
+      refs.push_back({Kind::kThread, p.get(), t.get(), 0});
+    }
+    if (p->out.fd >= 0) {
+      fds.push_back({p->out.fd, POLLIN, 0});
+      refs.push_back({Kind::kOut, p.get(), nullptr, 0});
+    }
+    if (p->err.fd >= 0) {
+      fds.push_back({p->err.fd, POLLIN, 0});
+      refs.push_back({Kind::kErr, p.get(), nullptr, 0});
+    }
+    if (!p->exited && p->pidfd >= 0) {
+      fds.push_back({p->pidfd, POLLIN, 0});
+      refs.push_back({Kind::kExit, p.get(), nullptr, 0});
+    } else if (!p->exited) {
+      reap_by_polling = true;
+    }
+  }
+  if (reap_by_polling) timeout_ms = std::min(timeout_ms, 20);
+  const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+  if (n < 0 && errno != EINTR) throw std::runtime_error("kvsim launch: poll failed");
+  if (n < 0 && options_.interrupted && options_.interrupted()) {
+    stall_ = "interrupted";
+    return;
+  }
+  std::vector<std::size_t> closed_unknown;
+  for (std::size_t i = 0; n > 0 && i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    const Ref& r = refs[i];
+    switch (r.kind) {
+      case Kind::kListen:
+        accept_connections();
+        break;
+      case Kind::kUnknown: {
+        Unknown& u = unknown_[r.index];
+        char buf[kReadChunk];
+        const ssize_t got = ::read(u.fd, buf, sizeof(buf));
+        if (got <= 0) {
+          if (got < 0 && (errno == EAGAIN || errno == EINTR)) break;
+          ::close(u.fd);
+          closed_unknown.push_back(r.index);
+          break;
+        }
+        u.in.append(buf, static_cast<std::size_t>(got));
+        try {
+          if (auto req = wire::take_request(u.in)) {
+            closed_unknown.push_back(r.index);
+            if (req->op != Op::kHello) {
+              ::close(u.fd);
+              std::fprintf(stderr, "kvsim launch: refused a connection that did not say hello\n");
+            } else {
+              hello(u.fd, req->payload, std::move(u.in));
+            }
+          }
+        } catch (const wire::WireError& e) {
+          ::close(u.fd);
+          closed_unknown.push_back(r.index);
+          std::fprintf(stderr, "kvsim launch: refused a connection: %s\n", e.what());
+        }
+        break;
+      }
+      case Kind::kThread:
+        if (fds[i].revents & POLLOUT) flush(*r.thread);
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+          read_connection(r.program, r.thread, r.thread->fd);
+        break;
+      case Kind::kOut:
+        r.program->out.drain();
+        break;
+      case Kind::kErr:
+        r.program->err.drain();
+        break;
+      case Kind::kExit: {
+        int status = 0;
+        if (waitpid(r.program->pid, &status, WNOHANG) == r.program->pid) {
+          program_ended(*r.program, status);
+        }
+        break;
+      }
+    }
+  }
+  std::sort(closed_unknown.begin(), closed_unknown.end());
+  for (auto it = closed_unknown.rbegin(); it != closed_unknown.rend(); ++it) {
+    unknown_.erase(unknown_.begin() + static_cast<std::ptrdiff_t>(*it));
+  }
+  if (reap_by_polling) {
+    for (auto& p : programs_) {
+      int status = 0;
+      if (!p->exited && p->pidfd < 0 && waitpid(p->pid, &status, WNOHANG) == p->pid) {
+        program_ended(*p, status);
+      }
+    }
+  }
+}
+
+void LaunchServer::accept_connections() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    unknown_.push_back({fd, {}});
+  }
+}
+
+void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
+  auto refuse = [&](const std::string& why) {
+    const std::string frame =
+        wire::reply_frame(platform_.now(), wire::Writer().boolean(false).str(why).take());
+    (void)::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    ::close(fd);
+  };
+  std::string token;
+  std::uint64_t pid = 0;
+  std::int64_t slot = -1;
+  try {
+    wire::Reader in(payload);
+    token = in.str();
+    pid = in.u64();
+    slot = in.i64();
+    in.end();
+  } catch (const wire::WireError& e) {
+    refuse(std::string("a malformed hello: ") + e.what());
+    return;
+  }
+  Program* p = nullptr;
+  for (auto& candidate : programs_) {
+    if (candidate->token == token) p = candidate.get();
+  }
+  if (p == nullptr) return refuse("an unknown process token");
+  if (p->exited || static_cast<std::uint64_t>(p->pid) != pid) {
+    // A child the program forked or started inherits the token, not a place in the launch.
+    return refuse("process " + std::to_string(pid) + " is not the launched program '" +
+                  p->spec.name + "' (pid " + std::to_string(p->pid) + ")");
+  }
+  Thread* t = nullptr;
+  if (slot < 0) {
+    p->threads.push_back(std::make_unique<Thread>());
+    t = p->threads.back().get();
+    t->slot = static_cast<int>(p->threads.size()) - 1;
+  } else if (static_cast<std::size_t>(slot) < p->threads.size() &&
+             p->threads[static_cast<std::size_t>(slot)]->state == Thread::State::kAnnounced) {
+    t = p->threads[static_cast<std::size_t>(slot)].get();
+  } else {
+    return refuse("thread slot " + std::to_string(slot) + " was not announced");
+  }
+  t->fd = fd;
+  t->state = Thread::State::kRunning;
+  t->wake = platform_.make_signal();
+  Program& program = *p;
+  platform_.spawn_as(program.spec.process, program.spec.name + "_thread" + std::to_string(t->slot),
+                     [this, &program, t] {
+                       for (;;) {
+                         while (!t->wake->is_set()) (void)t->wake->wait_for(impl::kForever);
+                         t->wake = platform_.make_signal();
+                         if (t->quit) return;
+                         try {
+                           t->reply = serve(program, t->request.op, t->request.payload);
+                         } catch (const wire::WireError& e) {
+                           t->fault = std::string("a malformed request: ") + e.what();
+                         } catch (const std::exception& e) {
+                           t->fault = std::string("the world failed its request: ") + e.what();
+                         }
+                         t->state = Thread::State::kAnswered;
+                         ++answered_;
+                         platform_.wake_driver();
+                       }
+                     });
+  t->out += wire::reply_frame(platform_.now(), wire::Writer().boolean(true).str("").take());
+  flush(*t);
+  t->in = std::move(rest);
+  read_connection(p, t, -1);  // frames that came with the hello
+}
+
+void LaunchServer::read_connection(Program* owner, Thread* t, int fd) {
+  Program& p = *owner;
+  if (fd >= 0) {
+    char buf[kReadChunk];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) {
+        t->in.append(buf, static_cast<std::size_t>(n));
+        if (static_cast<std::size_t>(n) < sizeof(buf)) break;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      // End of file: the thread ended (or the program).
+      ::close(t->fd);
+      t->fd = -1;
+      t->out.clear();
+      if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
+        t->state = Thread::State::kGone;
+        t->quit = true;
+        t->wake->set();
+      }
+      return;
+    }
+  }
+  try {
+    while (t->fd >= 0) {
+      std::optional<wire::Request> r = wire::take_request(t->in);
+      if (!r) break;
+      request(p, *t, std::move(*r));
+    }
+  } catch (const wire::WireError& e) {
+    drop(p, *t, std::string("a malformed frame: ") + e.what());
+  }
+}
+
+void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
+  if (t.state != Thread::State::kRunning) {
+    drop(p, t, "a request while its last one is unanswered");
+    return;
+  }
+  try {
+    switch (r.op) {
+      case Op::kHello:
+        drop(p, t, "a second hello");
+        return;
+      case Op::kNow:
+        wire::Reader(r.payload).end();
+        t.out += wire::reply_frame(platform_.now(), {});
+        flush(t);
+        return;
+      case Op::kThreadNew: {
+        wire::Reader(r.payload).end();
+        p.threads.push_back(std::make_unique<Thread>());
+        Thread& fresh = *p.threads.back();
+        fresh.slot = static_cast<int>(p.threads.size()) - 1;
+        fresh.state = Thread::State::kAnnounced;
+        fresh.wake = platform_.make_signal();
+        t.out += wire::reply_frame(platform_.now(), wire::Writer().i64(fresh.slot).take());
+        flush(t);
+        return;
+      }
+      case Op::kThreadCancel: {
+        wire::Reader in(r.payload);
+        const std::int64_t slot = in.i64();
+        in.end();
+        if (slot >= 0 && static_cast<std::size_t>(slot) < p.threads.size() &&
+            p.threads[static_cast<std::size_t>(slot)]->state == Thread::State::kAnnounced) {
+          p.threads[static_cast<std::size_t>(slot)]->state = Thread::State::kGone;
+        }
+        t.out += wire::reply_frame(platform_.now(), {});
+        flush(t);
+        return;
+      }
+      default:
+        t.request = std::move(r);
+        t.state = Thread::State::kQueued;
+        return;
+    }
+  } catch (const wire::WireError& e) {
+    drop(p, t, std::string("a malformed request: ") + e.what());
+  }
+}
+
+std::string LaunchServer::serve(Program& p, Op op, const std::string& payload) {
+  if (op == Op::kSocket) return net_.handle(p.spec.process, payload);
+  return p.session->handle(op, payload);
+}
+
+std::string LaunchServer::describe(const Program& p, Op op, const std::string& payload) const {
+  if (op == Op::kSocket) return net_.describe(p.spec.process, payload);
+  if (op == Op::kSleep) {
+    try {
+      return "a sleep of " + seconds(wire::Reader(payload).u64());
+    } catch (const wire::WireError&) {
+    }
+  }
+  return op_name(op);
+}
+
+void LaunchServer::program_ended(Program& p, int status) {
+  p.exited = true;
+  p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  p.ended_ps = platform_.now();
+  if (p.pidfd >= 0) ::close(p.pidfd);
+  p.pidfd = -1;
+  p.out.drain();
+  p.err.drain();
+  for (auto& t : p.threads) {
+    if (t->fd >= 0) ::close(t->fd);
+    t->fd = -1;
+    t->out.clear();
+    if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
+      t->state = Thread::State::kGone;
+      t->quit = true;
+      if (t->wake) t->wake->set();
+    }
+  }
+  const std::string why =
+      "the process of program '" + p.spec.name + "' " +
+      (WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                         : "was killed by signal " + std::to_string(WTERMSIG(status))) +
+      " at t=" + seconds(p.ended_ps);
+  net_.end_process(p.spec.process);
+  Session* session = p.session.get();
+  platform_.spawn_as(p.spec.process, p.spec.name + "_end", [session, why] { session->end(why); });
+}
+
+void LaunchServer::stop_everything() {
+  for (auto& p : programs_) {
+    if (p->pid > 0 && !p->exited) {
+      std::string waits;
+      for (const auto& t : p->threads) {
+        if (t->state == Thread::State::kServing || t->state == Thread::State::kQueued) {
+          if (!waits.empty()) waits += "; ";
+          waits += "thread " + std::to_string(t->slot) + ": " +
+                   (t->what.empty() ? op_name(t->request.op) : t->what) +
+                   " since t=" + seconds(t->since);
+        }
+      }
+      p->waiting =
+          waits.empty() ? "nothing kvsim knows of (it runs outside any kvsim call)" : waits;
+      ::kill(-p->pid, SIGKILL);
+      ::kill(p->pid, SIGKILL);
+      int status = 0;
+      while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      p->exited = true;
+      if (p->pidfd >= 0) ::close(p->pidfd);
+      p->pidfd = -1;
+    }
+    p->out.close_now();
+    p->err.close_now();
+    for (auto& t : p->threads) {
+      if (t->fd >= 0) ::close(t->fd);
+      t->fd = -1;
+      if (t->state != Thread::State::kServing && t->wake) {
+        t->quit = true;
+        t->wake->set();
+      }
+    }
+  }
+  for (Unknown& u : unknown_) ::close(u.fd);
+  unknown_.clear();
+}
+
+std::vector<ProgramEnd> LaunchServer::ends() const {
+  std::vector<ProgramEnd> out;
+  for (const auto& p : programs_) {
+    out.push_back({p->spec.name, p->exit_code, p->ended_ps, p->waiting});
+  }
+  return out;
+}
+
+std::string LaunchServer::stall_report() const {
+  if (stall_.empty()) return {};
+  std::string out = "stopped at t=" + seconds(platform_.now()) + ": " + stall_ + "\n";
+  for (const auto& p : programs_) {
+    if (p->exit_code) continue;
+    out += "  [" + p->spec.name + "] waits for " + p->waiting + "\n";
+  }
+  return out;
+}
+
+}  // namespace kvsim::cpp

@@ -1,0 +1,124 @@
+// Launched programs as real OS processes of one world (DESIGN.md "Real OS processes joining one
+// world", after Shadow's design_2x: the world is the manager and owns simulated time).
+//
+// The server starts each program with KVSIM_WORLD_SOCKET (a Unix socket in a fresh 0700
+// directory, so only the launching user reaches it) and a secret KVSIM_PROCESS_TOKEN; each thread
+// of a program connects once and then sends one request at a time (cpp/wire/wire.h). A request
+// runs on a SystemC job of its thread, as the program's host process: its ACL and llm_datadist
+// calls on the program's Session, its TCP calls on the ControlNet, its sleeps as simulated time.
+//
+// Time: the kernel runs only while no program runs, i.e. every live program has each of its
+// connected threads waiting for an answer (and no announced thread yet to connect); a program
+// that has not connected yet, or whose threads all closed, runs. Then the requests are
+// dispatched in (rank, thread) order, the kernel runs until at least one answer is ready and
+// every delta cycle of that time is done, and the answers go out. Nothing depends on wall-clock
+// time or arrival order, so a launch replays bit for bit.
+//
+// Faults: a frame that does not decode, or a request while one is outstanding, ends that
+// thread's connection (its calls fail); a program that exits or dies ends its Session (the
+// instances it holds are abandoned) and closes its sockets. The world and the other programs go
+// on. A connection must first present a launched program's token from that program's own
+// process; a child it forks or starts is refused (it runs outside the launch).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cpp/server/control_net.h"
+#include "cpp/server/session.h"
+#include "impl/directory.h"
+#include "sim/systemc_platform.h"
+
+namespace kvsim::cpp {
+
+/// One program to launch.
+struct ProgramSpec {
+  std::string name;               ///< for output prefixes and reports
+  int process = 0;                ///< its host process in the world (SystemcPlatform::add_process)
+  std::vector<std::string> argv;  ///< argv[0] without '/' is looked up in env's PATH
+  std::vector<std::string> env;   ///< NAME=VALUE, complete (the server adds its two)
+  std::string cwd;                ///< empty: the launcher's
+};
+
+/// How a launched program ended.
+struct ProgramEnd {
+  std::string name;
+  std::optional<int> exit_code;  ///< nullopt: it never ended (stall or wall-clock limit)
+  std::uint64_t ended_ps = 0;    ///< simulated time of its end
+  std::string waiting;           ///< what it waited for when the launch stopped
+};
+
+class LaunchServer {
+ public:
+  struct Options {
+    std::string output_dir;  ///< also write each program's output to DIR/NAME.out and .err
+    double wall_limit_s = 600;
+    /// Asked whenever a wait for the programs is interrupted by a signal: true stops the launch
+    /// (an embedding interpreter's Ctrl-C).
+    std::function<bool()> interrupted;
+  };
+
+  LaunchServer(sim::SystemcPlatform& platform, impl::Directory& directory, Options options);
+  /// Kills what still runs and removes the socket's directory.
+  ~LaunchServer();
+  LaunchServer(const LaunchServer&) = delete;
+  LaunchServer& operator=(const LaunchServer&) = delete;
+
+  /// Adds a program (before run); std::invalid_argument for an unknown process or empty argv.
+  void add(ProgramSpec spec);
+  /// Starts the programs and serves them until all have ended (true), or none can go on, or
+  /// the wall-clock limit passes (false). Their output goes to this process's stdout and
+  /// stderr, each line prefixed with "[name] ", written at the barriers in rank order (so
+  /// that it interleaves alike in every launch). std::runtime_error if a program cannot start.
+  bool run();
+  /// Each program's end, in the order added.
+  std::vector<ProgramEnd> ends() const;
+  /// Why run() stopped early, with who waits on what ("" after a clean run).
+  std::string stall_report() const;
+
+  struct Program;
+  struct Thread;
+
+ private:
+  void start(Program& p);
+  void accept_connections();
+  void read_connection(Program* owner, Thread* t, int fd);
+  void hello(int fd, const std::string& payload, std::string rest);
+  void request(Program& p, Thread& t, wire::Request r);
+  void drop(Program& p, Thread& t, const std::string& why);
+  void program_ended(Program& p, int status);
+  void emit_output();
+  void dispatch();
+  bool advance();
+  void send_answers();
+  void flush(Thread& t);
+  bool any_program_runs() const;
+  bool all_ended() const;
+  void poll_once(int timeout_ms);
+  void stop_everything();
+  std::string serve(Program& p, wire::Op op, const std::string& payload);
+  std::string describe(const Program& p, wire::Op op, const std::string& payload) const;
+
+  sim::SystemcPlatform& platform_;
+  impl::Directory& directory_;
+  Options options_;
+  ControlNet net_;
+  std::string dir_;
+  std::string socket_path_;
+  int listen_fd_ = -1;
+  std::vector<std::unique_ptr<Program>> programs_;
+  struct Unknown {
+    int fd;
+    std::string in;
+  };
+  std::vector<Unknown> unknown_;  ///< connections before their hello
+  int answered_ = 0;
+  std::string stall_;
+};
+
+}  // namespace kvsim::cpp

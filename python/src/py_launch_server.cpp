@@ -1,0 +1,89 @@
+#include "python/src/py_launch_server.h"
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <stdexcept>
+
+#include "cpp/server/launch_server.h"
+#include "impl/errors.h"
+#include "python/src/py_world.h"
+
+namespace kvsim::python {
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace {
+
+// The server with the world it serves, so that the world outlives it.
+struct ServerBox {
+  std::shared_ptr<WorldBox> world;
+  std::unique_ptr<cpp::LaunchServer> server;
+};
+
+}  // namespace
+
+void bind_launch_server(py::module_& m) {
+  py::class_<ServerBox>(m, "LaunchServer",
+                        "Serves launched OS processes (C++ programs) in a world: their ACL, "
+                        "llm_datadist, sleep, clock and TCP calls, in simulated time.")
+      .def(py::init([](std::shared_ptr<WorldBox> world, const std::string& output_dir,
+                       double wall_limit_s) {
+             sim::World& w = live(world);
+             cpp::LaunchServer::Options options;
+             options.output_dir = output_dir;
+             options.wall_limit_s = wall_limit_s;
+             options.interrupted = [] { return PyErr_CheckSignals() != 0; };
+             auto box = std::make_unique<ServerBox>();
+             box->world = std::move(world);
+             box->server = std::make_unique<cpp::LaunchServer>(w.platform(), w.directory(),
+                                                               std::move(options));
+             return box;
+           }),
+           "world"_a, "output_dir"_a = "", "wall_limit_s"_a = 600.0)
+      .def(
+          "add",
+          [](ServerBox& b, const std::string& name, int process, std::vector<std::string> argv,
+             std::vector<std::string> env, const std::string& cwd) {
+            live(b.world);
+            try {
+              b.server->add({name, process, std::move(argv), std::move(env), cwd});
+            } catch (const std::invalid_argument& e) {
+              throw impl::ValueError("argv", e.what());
+            } catch (const std::out_of_range& e) {
+              throw impl::ValueError("process", e.what());
+            }
+          },
+          "name"_a, "process"_a, "argv"_a, "env"_a, "cwd"_a,
+          "Adds a program: its host process in the world, command, complete environment "
+          "(NAME=VALUE) and working directory.")
+      .def(
+          "run",
+          [](ServerBox& b) {
+            live(b.world);
+            const bool clean = b.server->run();
+            if (PyErr_Occurred()) throw py::error_already_set();
+            return clean;
+          },
+          "Starts the programs and serves them until all have ended (True), or none can go on "
+          "or the wall-clock limit passes (False).")
+      .def(
+          "ends",
+          [](ServerBox& b) {
+            py::list out;
+            for (const cpp::ProgramEnd& e : b.server->ends()) {
+              out.append(py::dict("name"_a = e.name, "exit_code"_a = e.exit_code,
+                                  "ended_ps"_a = e.ended_ps, "waiting"_a = e.waiting));
+            }
+            return out;
+          },
+          "How each program ended: name, exit_code (None: never), ended_ps, waiting.")
+      .def(
+          "stall_report", [](ServerBox& b) { return b.server->stall_report(); },
+          "Why run() stopped early, with who waits on what ('' after a clean run).");
+  m.attr("native_build_dir") = KVSIM_NATIVE_BUILD_DIR;
+  m.attr("python_install_dir") = KVSIM_PYTHON_INSTALL_DIR_REL;
+}
+
+}  // namespace kvsim::python
