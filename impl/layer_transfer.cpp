@@ -82,6 +82,13 @@ LLMStatusCode transfer_layer(DataDistCore& core, const LayerCall& call,
     return e.status_code();
   }
 
+  // A peer that died holding the link: the puts fail at its NIC (its memory is gone, so the
+  // destination check below cannot be made).
+  std::string lost;
+  if (const LLMStatusCode gone = check_peer_alive(core, *link, lost);
+      gone != LLMStatusCode::LLM_SUCCESS) {
+    return gone;
+  }
   if (const std::optional<CopyDescriptor> bad = outside_peer(core, *link, descs)) {
     const Diagnostic d =
         core.record(DiagnosticKind::kDstOutsidePeer,
@@ -92,11 +99,6 @@ LLMStatusCode transfer_layer(DataDistCore& core, const LayerCall& call,
                     call.dst_cluster_id, context.task_id);
     if (context.task_log != nullptr) context.task_log->add(d);
     return LLMStatusCode::LLM_FAILED;
-  }
-  std::string lost;
-  if (const LLMStatusCode gone = check_peer_alive(core, *link, lost);
-      gone != LLMStatusCode::LLM_SUCCESS) {
-    return gone;
   }
   const CopyRun run = run_copies(core.platform(), core.device(), descs, start + core.sync_timeout(),
                                  core.wait_timeout_code());

@@ -1,0 +1,170 @@
+"""C++ programs under `kvsim launch` (ctest cpp_launch_programs, label cpp): programs built
+against an installed kvsim (build_installed_programs.sh) run as OS processes of one world, with
+their bytes verified, deterministically, and survive their peers' crashes and bad messages.
+
+Environment: KVSIM_TEST_PREFIX (the installed kvsim), KVSIM_TEST_BUILT (the programs built
+against it)."""
+import os
+import re
+import subprocess
+
+import pytest
+
+PREFIX = os.environ["KVSIM_TEST_PREFIX"]
+BUILT = os.environ["KVSIM_TEST_BUILT"]
+EXAMPLES = os.path.join(BUILT, "examples", "cpp")
+PROGRAMS = os.path.join(BUILT, "cpp", "tests", "programs")
+HOSTS = ["10.0.1.1", "10.0.1.2"]  # a user's cluster addresses: only ever on the launch's lo
+
+
+def launch(*commands, nodes=None, options=(), timeout=300):
+    """Runs the installed `kvsim launch` with `commands` (argv lists) on nodes 0, 1, ... of a
+    world whose hosts are 10.0.1.1, 10.0.1.2, ...; the CompletedProcess."""
+    words = []
+    for command in commands:
+        words += ([":::"] if words else []) + list(command)
+    nodes = nodes or len(commands)
+    hosts = ",".join(f"10.0.1.{i + 1}" for i in range(nodes))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KVSIM_LIB_DIR")}
+    return subprocess.run([os.path.join(PREFIX, "bin", "kvsim"), "launch", "--nodes", str(nodes),
+                           "--hosts", hosts, *options, "--", *words],
+                          capture_output=True, text=True, timeout=timeout, cwd=BUILT, env=env)
+
+
+def example(name, *args):
+    return [os.path.join(EXAMPLES, name), *args]
+
+
+PAIRS = {
+    "pull": (example("prompt_pull", "0", HOSTS[0]),
+             example("decoder_pull", "0", HOSTS[1], HOSTS[0])),
+    "push": (example("prompt_push", "0", HOSTS[0], HOSTS[1]),
+             example("decoder_push", "0", HOSTS[1])),
+    "switch_roles": (example("prompt_switch_roles", "0", HOSTS[0], HOSTS[1]),
+                     example("decoder_switch_roles", "0", HOSTS[1], HOSTS[0])),
+    "xllm": (example("xllm_pd", "prefill", "0", HOSTS[0], HOSTS[1]),
+             example("xllm_pd", "decode", "0", HOSTS[1], HOSTS[0])),
+}
+
+
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_sample_style_pairs_run_and_verify_their_bytes(pair):
+    done = launch(*PAIRS[pair])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"\[p0\] \[INFO\] \S+ (prefill )?passed", done.stdout), done.stdout
+    assert re.search(r"\[p1\] \[INFO\] \S+ (decode )?passed", done.stdout), done.stdout
+    assert "verified" in done.stdout and "[ERROR]" not in done.stdout
+    assert re.search(r"p0 \(node 0\) exited 0 at t=\d+\.\d+ s", done.stderr), done.stderr
+    assert re.search(r"p1 \(node 1\) exited 0 at t=\d+\.\d+ s", done.stderr), done.stderr
+
+
+def test_a_program_built_with_paths_only_and_the_old_abi_runs():
+    done = launch([os.path.join(BUILT, "prompt_pull_paths_only"), "0", HOSTS[0]],
+                  PAIRS["pull"][1])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[p1] [INFO] decoder_pull passed" in done.stdout
+
+
+def test_two_launches_give_identical_times_and_output():
+    runs = [launch(*PAIRS["switch_roles"]) for _ in range(2)]
+    assert runs[0].returncode == 0, runs[0].stderr
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+    # The switch-roles decoder waits 30 s in simulated time: the launch takes far less.
+    assert "p1 (node 1) exited 0 at t=35.0" in runs[0].stderr
+
+
+def test_a_crash_mid_transfer_gives_the_peer_the_library_errors_not_a_hang():
+    receiver = [os.path.join(PROGRAMS, "crash_pair"), "receiver", "0", HOSTS[0]]
+    pusher = [os.path.join(PROGRAMS, "crash_pair"), "pusher", "0", HOSTS[1], HOSTS[0]]
+    done = launch(receiver, pusher)
+    out = done.stdout
+    assert done.returncode == 134, out + done.stderr  # the worst status: SIGABRT
+    assert "p0 (node 0) exited 134 at t=2.5" in done.stderr, done.stderr
+    assert "p1 (node 1) exited 0" in done.stderr, done.stderr
+    layers = re.findall(r"\[p1\] \[INFO\] t=(\S+) s layer (\d): (0x[0-9A-F]+)", out)
+    assert [(layer, code) for _, layer, code in layers] == [
+        ("0", "0x0"), ("1", "0x0"),
+        # ACL_ERROR_RT_SUSPECT_REMOTE_ERROR: the remote memory's owner is gone.
+        ("2", "0x7BCB1"), ("3", "0x7BCB1")], out
+    assert "[p1] [INFO] control recv: 0" in out  # end of file, not a hang
+    assert "[p1] [INFO] unlink: 0x5010B00A" in out  # LLM_UNLINK_FAILED: nobody listens
+    assert "[p1] [INFO] forced unlink: 0x0" in out
+
+
+def test_clocks_sleeps_threads_and_sockets_follow_simulated_time():
+    done = launch([os.path.join(PROGRAMS, "probe"), HOSTS[0], HOSTS[1]], nodes=2)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line.removeprefix("[p0] ") for line in done.stdout.splitlines()]
+    expected = [
+        "sleep_for 250 ms: 250000000 ns",
+        "usleep 1000 us: 1000000 ns",
+        "nanosleep 1.5 s: 1500000000 ns",
+        "sleep 2 s: 2000000000 ns",
+        "clock_nanosleep to +125 ms: 125000000 ns",
+        "steady_clock over 10 ms: 10000000 ns",
+        "gettimeofday - 2025-01-01 = monotonic: yes",
+        "time() - 2025-01-01: 3 s",
+        "thread woke at +1000000000 ns, main at +2000000000 ns",
+        "bind to another host's address: Cannot assign requested address",
+        "connect to 8.8.8.8: Network is unreachable",
+        "real UDP to 8.8.8.8: Network is unreachable",
+        "listen: ok",
+        "non-blocking connect: Operation now in progress",
+        "accepted 10.0.1.1:32769",  # 32768 went to the refused connect
+        "recv: 3 'abc'",
+        "recv with SO_RCVTIMEO 500 ms: Resource temporarily unavailable after 500000000 ns",
+        "poll 300 ms: 0 after 300000000 ns",
+        "select 200 ms: 0 after 200000000 ns",
+        "recv after the peer closed: 0",
+        "send after the peer closed: Broken pipe",
+        "Initialize: 0x0",
+        "bind to llm_datadist's listen port: Address already in use",
+    ]
+    for line in expected:
+        assert line in lines, (line, done.stdout)
+    refused = re.search(r"connect to a closed port: Connection refused after (\d+) ns", done.stdout)
+    assert refused and int(refused.group(1)) > 0, done.stdout
+    assert re.search(r"poll for the connection: 1 ready after \d+ ns, SO_ERROR 0", done.stdout)
+    spin = re.search(r"a spinning loop saw 1 ms pass after (\d+) clock reads", done.stdout)
+    assert spin, done.stdout
+
+
+def test_wall_clock_flag_keeps_real_clocks_and_simulated_sleeps():
+    done = launch([os.path.join(PROGRAMS, "probe"), HOSTS[0], HOSTS[1]], nodes=2,
+                  options=["--wall-clock"])
+    assert done.returncode == 0, done.stderr
+    since_2025 = int(re.search(r"time\(\) - 2025-01-01: (\d+) s", done.stdout).group(1))
+    assert since_2025 > 365 * 24 * 3600  # today's date, not the simulated one
+
+
+def test_bad_messages_end_only_that_connection_and_the_others_go_on():
+    rogue = [os.path.join(PROGRAMS, "rogue")]
+    done = launch(*PAIRS["pull"], rogue)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[p1] [INFO] decoder_pull passed" in done.stdout
+    for what in ("wrong token", "malformed frame", "frame cut short",
+                 "second request before an answer"):
+        assert f"[p2] {what}: the world closed the connection" in done.stdout, done.stdout
+    assert "[p2] the program's own calls: aclrtGetDeviceCount 0, 8 devices, then slept" \
+        in done.stdout
+    assert "refused a connection" not in done.stderr or "unknown process token" in done.stderr
+    assert "a malformed frame" in done.stderr
+    assert "a request while its last one is unanswered" in done.stderr
+
+
+def test_a_wait_with_a_timeout_ends_in_simulated_time():
+    # A decoder alone: its select() for the prompt's control byte times out in simulated time.
+    done = launch(example("decoder_push", "0", HOSTS[0]), options=["--timeout", "60"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "no control message within" in done.stdout, done.stdout
+
+
+def test_a_stalled_launch_reports_who_waits_on_what():
+    # The crash pair's receiver alone blocks in accept() for a pusher that never comes.
+    receiver = [os.path.join(PROGRAMS, "crash_pair"), "receiver", "0", HOSTS[0]]
+    done = launch(receiver, options=["--timeout", "60"])
+    assert done.returncode == 124, done.stdout + done.stderr
+    assert "every program left waits for something that cannot happen" in done.stderr, \
+        done.stderr
+    assert "[p0] waits for thread 0: accept on 10.0.1.1:26003 since t=" in done.stderr
+    assert "p0 (node 0) did not end" in done.stderr
