@@ -25,7 +25,21 @@ using wire::Op;
 
 namespace {
 
-constexpr std::size_t kReadChunk = 1 << 16;
+constexpr std::size_t kReadChunk = 1 << 20;   // a connection's requests
+constexpr std::size_t kSmallChunk = 1 << 16;  // output pipes, hellos
+constexpr int kFrameRestMs = 100;
+
+// Bytes still to come of the request frame that `in` starts with (0: none started, or complete).
+std::size_t missing_bytes(const std::string& in) {
+  if (in.size() < 4) return in.empty() ? 0 : 4 - in.size();
+  std::uint32_t size = 0;
+  for (int i = 0; i < 4; ++i) {
+    size |= static_cast<std::uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  }
+  if (size > wire::kMaxFrame + 4) return 0;  // take_request refuses it
+  const std::size_t total = 4 + static_cast<std::size_t>(size);
+  return in.size() >= total ? 0 : total - in.size();
+}
 
 std::string seconds(std::uint64_t ps) {
   std::ostringstream out;
@@ -125,7 +139,7 @@ struct Output {
   // Reads what is there; false at end of file.
   bool drain() {
     if (fd < 0) return false;
-    char buf[kReadChunk];
+    char buf[kSmallChunk];
     for (;;) {
       const ssize_t n = ::read(fd, buf, sizeof(buf));
       if (n > 0) {
@@ -179,7 +193,8 @@ struct LaunchServer::Thread {
   int fd = -1;
   State state = State::kAnnounced;
   std::string in;
-  std::string out;
+  std::string out;  ///< answers not yet sent, from out[sent]
+  std::size_t sent = 0;
   wire::Request request;
   std::string reply;
   std::string fault;
@@ -426,15 +441,20 @@ void LaunchServer::send_answers() {
 }
 
 void LaunchServer::flush(Thread& t) {
-  while (!t.out.empty() && t.fd >= 0) {
-    const ssize_t n = ::send(t.fd, t.out.data(), t.out.size(), MSG_NOSIGNAL);
+  while (t.sent < t.out.size() && t.fd >= 0) {
+    const ssize_t n = ::send(t.fd, t.out.data() + t.sent, t.out.size() - t.sent, MSG_NOSIGNAL);
     if (n > 0) {
-      t.out.erase(0, static_cast<std::size_t>(n));
+      t.sent += static_cast<std::size_t>(n);
+      if (t.sent == t.out.size()) {
+        t.out.clear();
+        t.sent = 0;
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     t.out.clear();  // the program hung up; its EOF is read next
+    t.sent = 0;
     return;
   }
 }
@@ -445,6 +465,7 @@ void LaunchServer::drop(Program& p, Thread& t, const std::string& why) {
   if (t.fd >= 0) ::close(t.fd);
   t.fd = -1;
   t.out.clear();
+  t.sent = 0;
   if (t.state != Thread::State::kServing) {
     t.state = Thread::State::kGone;
     t.quit = true;
@@ -507,7 +528,7 @@ void LaunchServer::poll_once(int timeout_ms) {
         break;
       case Kind::kUnknown: {
         Unknown& u = unknown_[r.index];
-        char buf[kReadChunk];
+        char buf[kSmallChunk];
         const ssize_t got = ::read(u.fd, buf, sizeof(buf));
         if (got <= 0) {
           if (got < 0 && (errno == EAGAIN || errno == EINTR)) break;
@@ -647,20 +668,29 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
 void LaunchServer::read_connection(Program* owner, Thread* t, int fd) {
   Program& p = *owner;
   if (fd >= 0) {
-    char buf[kReadChunk];
+    static std::vector<char> chunk(kReadChunk);
     for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      t->in.reserve(t->in.size() + missing_bytes(t->in));  // the frame in progress, at once
+      const ssize_t n = ::read(fd, chunk.data(), chunk.size());
       if (n > 0) {
-        t->in.append(buf, static_cast<std::size_t>(n));
-        if (static_cast<std::size_t>(n) < sizeof(buf)) break;
+        t->in.append(chunk.data(), static_cast<std::size_t>(n));
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        // A frame cut in the middle is being written right now: wait for its rest briefly
+        // rather than going round the whole loop for every piece (a program that stops
+        // mid-frame is served again after this pause, as any other).
+        if (missing_bytes(t->in) == 0) break;
+        pollfd more{fd, POLLIN, 0};
+        if (::poll(&more, 1, kFrameRestMs) <= 0) break;
+        continue;
+      }
       // End of file: the thread ended (or the program).
       ::close(t->fd);
       t->fd = -1;
       t->out.clear();
+      t->sent = 0;
       if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
         t->state = Thread::State::kGone;
         t->quit = true;
@@ -756,6 +786,7 @@ void LaunchServer::program_ended(Program& p, int status) {
     if (t->fd >= 0) ::close(t->fd);
     t->fd = -1;
     t->out.clear();
+    t->sent = 0;
     if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
       t->state = Thread::State::kGone;
       t->quit = true;

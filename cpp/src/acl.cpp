@@ -21,25 +21,34 @@ namespace wire = kvsim::cpp::wire;
 
 thread_local std::string g_recent_error;
 
-// One ACL request: its code; on success its results in `results`, on failure the world's message
-// in aclGetRecentErrMsg. Replies are [i32 code][message][results].
-aclError acl_call(wire::AclOp op, const std::string& args, std::string* results = nullptr) {
+// One ACL request: its code; on success its results decoded by `results`, on failure the
+// world's message in aclGetRecentErrMsg. Replies are [i32 code][message][results].
+template <class Results>
+aclError acl_call(wire::AclOp op, const std::string& args, Results&& results) {
   const auto reply = Channel::get().call(
       wire::Op::kAcl, wire::Writer().u32(static_cast<std::uint32_t>(op)).take() + args);
   if (!reply) {
     g_recent_error = "kvsim: the simulated world cannot answer";
     return ACL_ERROR_RT_INTERNAL_ERROR;
   }
-  wire::Reader in(*reply);
-  const aclError code = in.i32();
-  const std::string message = in.str();
-  if (code != ACL_SUCCESS) g_recent_error = message;
-  if (results != nullptr) *results = reply->substr(4 + 8 + message.size());
-  return code;
+  try {
+    wire::Reader in(*reply);
+    const aclError code = in.i32();
+    const std::string message = in.str();
+    if (code != ACL_SUCCESS) {
+      g_recent_error = message;
+      return code;
+    }
+    results(in);
+    return code;
+  } catch (const wire::WireError&) {
+    g_recent_error = "kvsim: a malformed answer from the simulated world";
+    return ACL_ERROR_RT_INTERNAL_ERROR;
+  }
 }
 
 aclError simple(wire::AclOp op, const std::string& args) {
-  return acl_call(op, args);
+  return acl_call(op, args, [](wire::Reader&) {});
 }
 
 struct Handle {
@@ -72,18 +81,14 @@ aclError aclrtResetDevice(int32_t deviceId) {
 
 aclError aclrtGetDevice(int32_t* deviceId) {
   if (deviceId == nullptr) return ACL_ERROR_INVALID_PARAM;
-  std::string rest;
-  const aclError code = acl_call(wire::AclOp::kGetDevice, {}, &rest);
-  if (code == ACL_SUCCESS) *deviceId = wire::Reader(rest).i32();
-  return code;
+  return acl_call(wire::AclOp::kGetDevice, {},
+                  [deviceId](wire::Reader& in) { *deviceId = in.i32(); });
 }
 
 aclError aclrtGetDeviceCount(uint32_t* count) {
   if (count == nullptr) return ACL_ERROR_INVALID_PARAM;
-  std::string rest;
-  const aclError code = acl_call(wire::AclOp::kGetDeviceCount, {}, &rest);
-  if (code == ACL_SUCCESS) *count = wire::Reader(rest).u32();
-  return code;
+  return acl_call(wire::AclOp::kGetDeviceCount, {},
+                  [count](wire::Reader& in) { *count = in.u32(); });
 }
 
 aclError aclrtGetRunMode(aclrtRunMode* runMode) {
@@ -151,11 +156,10 @@ aclError aclrtSynchronizeEvent(aclrtEvent event) {
 
 aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy) {
   if (devPtr == nullptr) return ACL_ERROR_INVALID_PARAM;
-  std::string rest;
-  const aclError code = acl_call(wire::AclOp::kMalloc, wire::Writer().u64(size).take(), &rest);
-  const std::uint64_t addr = code == ACL_SUCCESS ? wire::Reader(rest).u64() : 0;
-  if (code == ACL_SUCCESS) *devPtr = reinterpret_cast<void*>(static_cast<std::uintptr_t>(addr));
-  return code;
+  return acl_call(wire::AclOp::kMalloc, wire::Writer().u64(size).take(),
+                  [devPtr](wire::Reader& in) {
+                    *devPtr = reinterpret_cast<void*>(static_cast<std::uintptr_t>(in.u64()));
+                  });
 }
 
 aclError aclrtFree(void* devPtr) {
@@ -201,12 +205,14 @@ aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
     case ACL_MEMCPY_DEVICE_TO_HOST:
       for (std::size_t done = 0; done < count; done += kPiece) {
         const std::size_t n = std::min(kPiece, count - done);
-        std::string rest;
         const aclError code =
-            acl_call(wire::AclOp::kRead, wire::Writer().u64(src_addr + done).u64(n).take(), &rest);
+            acl_call(wire::AclOp::kRead, wire::Writer().u64(src_addr + done).u64(n).take(),
+                     [dst, done, n](wire::Reader& in) {
+                       const std::string bytes = in.str();
+                       if (bytes.size() != n) throw wire::WireError("a read of the wrong size");
+                       std::memcpy(static_cast<char*>(dst) + done, bytes.data(), n);
+                     });
         if (code != ACL_SUCCESS) return code;
-        const std::string bytes = wire::Reader(rest).str();
-        std::memcpy(static_cast<char*>(dst) + done, bytes.data(), bytes.size());
       }
       return ACL_SUCCESS;
     case ACL_MEMCPY_DEVICE_TO_DEVICE:

@@ -69,12 +69,22 @@ std::vector<kvsim::cpp::Cluster> to_clusters(const std::vector<ClusterInfo>& clu
   return out;
 }
 
-// A request that answers with one Status; LLM_FAILED if the world cannot answer.
-Status status_call(wire::Op op, const std::string& payload) {
-  const auto reply = Channel::get().call(op, payload);
+// Decodes a reply with `decode`; LLM_FAILED if the world cannot answer or the answer does not
+// decode.
+template <class Decode>
+Status answer(const std::optional<std::string>& reply, Decode&& decode) {
   if (!reply) return LLM_FAILED;
-  wire::Reader in(*reply);
-  return in.u32();
+  try {
+    wire::Reader in(*reply);
+    return decode(in);
+  } catch (const wire::WireError&) {
+    return LLM_FAILED;
+  }
+}
+
+// A request that answers with one Status.
+Status status_call(wire::Op op, const std::string& payload) {
+  return answer(Channel::get().call(op, payload), [](wire::Reader& in) { return in.u32(); });
 }
 
 }  // namespace
@@ -88,7 +98,10 @@ class LlmDataDist::LlmDataDistImpl {
 LlmDataDist::LlmDataDist(uint64_t cluster_id, LlmRole role) : impl_(new LlmDataDistImpl) {
   const auto reply = Channel::get().call(
       wire::Op::kDistCreate, wire::Writer().u64(cluster_id).i32(static_cast<int32_t>(role)).take());
-  if (reply) impl_->handle = wire::Reader(*reply).u64();
+  (void)answer(reply, [this](wire::Reader& in) {
+    impl_->handle = in.u64();
+    return LLM_SUCCESS;
+  });
 }
 
 LlmDataDist::~LlmDataDist() {
@@ -117,13 +130,12 @@ Status LlmDataDist::SetRole(LlmRole role, const std::map<AscendString, AscendStr
 namespace {
 
 Status link_call(wire::Op op, const std::string& payload, std::vector<Status>& rets) {
-  const auto reply = Channel::get().call(op, payload);
-  if (!reply) return LLM_FAILED;
-  wire::Reader in(*reply);
-  const Status status = in.u32();
-  const std::vector<std::uint32_t> codes = in.u32s();
-  rets.assign(codes.begin(), codes.end());
-  return status;
+  return answer(Channel::get().call(op, payload), [&rets](wire::Reader& in) {
+    const Status status = in.u32();
+    const std::vector<std::uint32_t> codes = in.u32s();
+    rets.assign(codes.begin(), codes.end());
+    return status;
+  });
 }
 
 }  // namespace
@@ -229,12 +241,12 @@ Status LlmDataDist::RegisterKvCache(const CacheDesc& cache_desc, const std::vect
   const auto reply = Channel::get().call(
       wire::Op::kRegister,
       wire::Writer().u64(impl_->handle).desc(to_desc(cache_desc)).u64s(addrs).take());
-  if (!reply) return LLM_FAILED;
-  wire::Reader in(*reply);
-  const Status status = in.u32();
-  const int64_t id = in.i64();
-  if (status == LLM_SUCCESS) cache_id = id;
-  return status;
+  return answer(reply, [&cache_id](wire::Reader& in) {
+    const Status status = in.u32();
+    const int64_t id = in.i64();
+    if (status == LLM_SUCCESS) cache_id = id;
+    return status;
+  });
 }
 
 Status LlmDataDist::UnregisterKvCache(int64_t cache_id) {

@@ -160,6 +160,55 @@ TEST(LlmDataDist, PromptAndDecoderInOneProgramPullAndPushVerifiedBytes) {
   prompt.Finalize();
 }
 
+TEST(LlmDataDist, RolesCheckNothingAndSetRoleListensWhereItIsTold) {
+  // A decoder that listens and a prompt that links to it and pulls from it: the C++ API checks
+  // no roles on links, pulls or pushes (llm_datadist_impl.cc), unlike Python's v1.
+  LlmDataDist decoder(11, LlmRole::kDecoder);
+  LlmDataDist prompt(10, LlmRole::kPrompt);
+  ASSERT_EQ(
+      decoder.Initialize({{OPTION_DEVICE_ID, "9"}, {OPTION_LISTEN_IP_INFO, "172.16.0.2:26001"}}),
+      LLM_SUCCESS);
+  ASSERT_EQ(prompt.Initialize({{OPTION_DEVICE_ID, "1"}}), LLM_SUCCESS);
+  const auto d = device_tensors(9, 2, 7);
+  const auto p = device_tensors(1, 2, 70);
+  int64_t did = 0;
+  int64_t pid = 0;
+  ASSERT_EQ(decoder.RegisterKvCache(desc(2), d, {}, did), LLM_SUCCESS);
+  ASSERT_EQ(prompt.RegisterKvCache(desc(2), p, {}, pid), LLM_SUCCESS);
+  ClusterInfo to_decoder{};
+  to_decoder.remote_cluster_id = 11;
+  IpInfo local{};
+  local.ip = "172.16.0.1";
+  IpInfo remote{};
+  remote.ip = "172.16.0.2";
+  remote.port = 26001;
+  to_decoder.local_ip_infos.push_back(local);
+  to_decoder.remote_ip_infos.push_back(remote);
+  std::vector<Status> rets;
+  ASSERT_EQ(prompt.LinkLlmClusters({to_decoder}, rets), LLM_SUCCESS);
+  CacheIndex at_decoder{};
+  at_decoder.cluster_id = 11;
+  at_decoder.cache_id = did;
+  Cache mine{};
+  mine.cache_id = pid;
+  ASSERT_EQ(prompt.PullKvBlocks(at_decoder, mine, {4}, {0}), LLM_SUCCESS);
+  EXPECT_EQ(device_bytes(p[1], kRowBytes), device_bytes(d[1] + 4 * kRowBytes, kRowBytes));
+  ASSERT_EQ(prompt.UnlinkLlmClusters({to_decoder}, rets), LLM_SUCCESS);
+  // With OPTION_LISTEN_IP_INFO the instance serves there after the switch (SetRole).
+  ASSERT_EQ(prompt.SetRole(LlmRole::kDecoder, {{OPTION_LISTEN_IP_INFO, "172.16.0.1:26002"}}),
+            LLM_SUCCESS);
+  ClusterInfo to_prompt{};
+  to_prompt.remote_cluster_id = 10;
+  IpInfo back{};
+  back.ip = "172.16.0.1";
+  back.port = 26002;
+  to_prompt.remote_ip_infos.push_back(back);
+  EXPECT_EQ(decoder.LinkLlmClusters({to_prompt}, rets), LLM_SUCCESS);  // it listens: no local ip
+  EXPECT_EQ(decoder.UnlinkLlmClusters({to_prompt}, rets), LLM_SUCCESS);
+  prompt.Finalize();
+  decoder.Finalize();
+}
+
 TEST(NoWorld, EveryCallFailsWithTheLibrarysCodeAndSaysWhy) {
   const char* preset = std::getenv("KVSIM_PRESET");
   if (preset == nullptr || std::string(preset) != "no-such-preset") {

@@ -266,6 +266,7 @@ class Launch:
                     filter(None, [lib_dir, env.get("LD_LIBRARY_PATH")]))
                 if spec.wall_clock:
                     env["KVSIM_WALL_CLOCK"] = "1"
+                env["GLIBC_TUNABLES"] = netns.malloc_tunables(env.get("GLIBC_TUNABLES"))
                 server.add(ps.name, sim_id, list(ps.argv),
                            [f"{k}={v}" for k, v in env.items()], ps.cwd or os.getcwd())
                 self.programs.append((rank, ps.name, ps.node))
