@@ -74,6 +74,7 @@ struct Connection {
 
 thread_local Connection t_connection;
 thread_local std::uint64_t t_calls = 0;
+thread_local std::string t_recent_error;
 
 bool g_forked_child = false;
 std::atomic<bool> g_refused{false};  // the launch's world refused this process
@@ -147,6 +148,14 @@ void Channel::forget_after_fork() {
   t_connection.broken = true;
   launched_ = false;
   g_forked_child = true;
+}
+
+const char* Channel::recent_error() {
+  return t_recent_error.empty() ? nullptr : t_recent_error.c_str();
+}
+
+void Channel::set_recent_error(std::string why) {
+  t_recent_error = std::move(why);
 }
 
 void Channel::set_local_backend(LocalBackend backend) {

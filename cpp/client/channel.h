@@ -50,6 +50,11 @@ class Channel {
   /// knows it runs.
   void adopt_thread(std::int64_t slot);
 
+  /// The calling thread's last failure reason (aclGetRecentErrMsg), nullptr if none.
+  static const char* recent_error();
+  /// Records the calling thread's last failure reason.
+  static void set_recent_error(std::string why);
+
   /// Installs the backend of programs that were not launched (libkvsim_client does, at load).
   static void set_local_backend(LocalBackend backend);
 

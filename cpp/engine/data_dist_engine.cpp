@@ -1,5 +1,7 @@
 #include "cpp/engine/data_dist_engine.h"
 
+#include <functional>
+
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -30,19 +32,24 @@ constexpr std::size_t kMaxShapeDims = 32;  // CacheManager: shape.size() < kMaxD
 
 // Runs an impl call and turns what it throws into the Status the C++ API returns: an
 // LLMException (strict-mode diagnostics included) its code, TypeError and ValueError
-// LLM_PARAM_INVALID (a C++ argument out of the library's range), anything else LLM_FAILED.
+// LLM_PARAM_INVALID (a C++ argument out of the library's range), anything else LLM_FAILED. The
+// exception's text goes to `why`.
 template <class Fn>
-Status guarded(Fn&& fn) {
+Status guarded(std::string& why, Fn&& fn) {
   try {
     fn();
     return kSuccess;
   } catch (const impl::LLMException& e) {
+    why = e.what();
     return code(e.status_code());
-  } catch (const impl::TypeError&) {
+  } catch (const impl::TypeError& e) {
+    why = e.what();
     return kParamInvalid;
-  } catch (const impl::ValueError&) {
+  } catch (const impl::ValueError& e) {
+    why = e.what();
     return kParamInvalid;
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    why = e.what();
     return kFailed;
   }
 }
@@ -92,14 +99,22 @@ impl::LLMClusterInfo to_cluster_info(const Cluster& c) {
   return info;
 }
 
-// The ext-param check shared by push and pull (E): first >= -1, second >= -1, first <= second,
-// tensor_num_per_layer > 0.
-bool ext_valid(const ExtParam& e) {
-  const auto ok = [](std::int32_t first, std::int32_t second) {
-    return first >= -1 && second >= -1 && first <= second;
+// The ext-param check shared by push and pull (E, LlmDataDistImpl::CheckKvCacheExtParam):
+// first >= -1, second >= -1, first <= second, tensor_num_per_layer > 0. What is wrong, or "".
+std::string ext_error(const ExtParam& e) {
+  const auto bad = [](std::int32_t first, std::int32_t second) {
+    return first < -1 || second < -1 || first > second;
   };
-  return ok(e.src_first, e.src_second) && ok(e.dst_first, e.dst_second) &&
-         e.tensor_num_per_layer > 0;
+  if (bad(e.src_first, e.src_second)) {
+    return "invalid src_layer_range (" + std::to_string(e.src_first) + ", " +
+           std::to_string(e.src_second) + ")";
+  }
+  if (bad(e.dst_first, e.dst_second)) {
+    return "invalid dst_layer_range (" + std::to_string(e.dst_first) + ", " +
+           std::to_string(e.dst_second) + ")";
+  }
+  if (e.tensor_num_per_layer == 0) return "tensor_num_per_layer must be > 0";
+  return {};
 }
 
 // Tensors of an inclusive layer range: layer L is [L*tnpl, (L+1)*tnpl); -1 means every tensor
@@ -134,13 +149,24 @@ DataDistEngine::DataDistEngine(impl::Platform& platform, impl::Directory& direct
             impl::FrontEnd::kCpp),
       role_(role) {}
 
-Status DataDistEngine::live() const {
-  return dist_.initialized() ? kSuccess : kFailed;  // called before a successful Initialize
+Status DataDistEngine::fail(Status status, std::string why) {
+  last_error_ = std::move(why);
+  return status;
+}
+
+Status DataDistEngine::live() {
+  if (dist_.initialized()) return kSuccess;
+  return fail(kFailed, "LlmDataDist is not initialized");
+}
+
+Status DataDistEngine::run(const std::function<void()>& fn) {
+  return guarded(last_error_, fn);
 }
 
 Status DataDistEngine::initialize(const Options& options) {
+  last_error_.clear();
   if (dist_.initialized()) return kSuccess;
-  if (!valid_role(role_)) return kParamInvalid;
+  if (!valid_role(role_)) return fail(kParamInvalid, "invalid role " + std::to_string(role_));
   Options engine;  // as LlmDataDistImpl::Initialize rewrites the options
   for (const auto& [key, value] : options) {
     if (key != "llm.DeviceId" && key != "llm.ListenIpInfo") engine[key] = value;
@@ -149,54 +175,65 @@ Status DataDistEngine::initialize(const Options& options) {
   if (device == options.end() || device->second.empty() ||
       !std::all_of(device->second.begin(), device->second.end(),
                    [](char c) { return c >= '0' && c <= '9'; })) {
-    return kParamInvalid;  // also a ';' list: one device per process
+    // Also a ';' list: one device per process.
+    return fail(kParamInvalid, "llm.DeviceId must be one device id, got '" +
+                                   (device == options.end() ? std::string() : device->second) +
+                                   "'");
   }
   engine["ge.exec.deviceId"] = device->second;
   if (const auto listen = options.find("llm.ListenIpInfo"); listen != options.end()) {
-    if (!valid_listen_ip_info(listen->second)) return kParamInvalid;
+    if (!valid_listen_ip_info(listen->second)) {
+      return fail(kParamInvalid, "llm.ListenIpInfo '" + listen->second + "' is not ip:port");
+    }
     engine["llm.listenIpInfo"] = listen->second;
   }
   engine["llm.EnableCacheManager"] = "1";
   engine["llm.EnableRemoteCacheAccessible"] = "1";
-  const Status status = llm_code(guarded([&] { dist_.init(engine); }));
+  const Status status = llm_code(run([&] { dist_.init(engine); }));
   if (status == kSuccess) device_id_ = static_cast<std::int32_t>(std::stol(device->second));
   return status;
 }
 
 void DataDistEngine::finalize() {
-  (void)guarded([&] { dist_.finalize(); });
+  (void)run([&] { dist_.finalize(); });
 }
 
 void DataDistEngine::abandon(const std::string& why) {
-  (void)guarded([&] { dist_.abandon(why); });
+  (void)run([&] { dist_.abandon(why); });
 }
 
 Status DataDistEngine::set_role(std::int32_t role, const Options& options) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  if (!valid_role(role)) return kParamInvalid;
+  if (!valid_role(role)) return fail(kParamInvalid, "Invalid role: " + std::to_string(role));
   Options engine;
   if (const auto listen = options.find("llm.ListenIpInfo"); listen != options.end()) {
-    if (!valid_listen_ip_info(listen->second)) return kParamInvalid;
+    if (!valid_listen_ip_info(listen->second)) {
+      return fail(kParamInvalid, "llm.ListenIpInfo '" + listen->second + "' is not ip:port");
+    }
     engine["llm.listenIpInfo"] = listen->second;
   }
-  return guarded([&] { dist_.switch_role(to_role(role), engine); });
+  return run([&] { dist_.switch_role(to_role(role), engine); });
 }
 
 Status DataDistEngine::link(const std::vector<Cluster>& clusters, std::vector<Status>& rets,
                             std::int32_t timeout_ms) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  if (timeout_ms <= 0) return kParamInvalid;
+  if (timeout_ms <= 0) {
+    return fail(kParamInvalid, "timeout_in_millis must be > 0, got " + std::to_string(timeout_ms));
+  }
   std::vector<impl::LLMClusterInfo> infos;
   for (const Cluster& c : clusters) {
     for (const auto* list : {&c.local, &c.remote}) {
       for (const IpAddress& a : *list) {
-        if (!valid_ip(a.ip)) return kParamInvalid;
+        if (!valid_ip(a.ip)) return fail(kParamInvalid, "'" + a.ip + "' is not an IP address");
       }
     }
     infos.push_back(to_cluster_info(c));
   }
   impl::LinkResult result;
-  const Status s = guarded([&] { result = dist_.link_clusters(infos, timeout_ms); });
+  const Status s = run([&] { result = dist_.link_clusters(infos, timeout_ms); });
   if (s != kSuccess) return s;
   rets.clear();
   for (LLMStatusCode c : result.second) rets.push_back(code(c));
@@ -205,12 +242,15 @@ Status DataDistEngine::link(const std::vector<Cluster>& clusters, std::vector<St
 
 Status DataDistEngine::unlink(const std::vector<Cluster>& clusters, std::vector<Status>& rets,
                               std::int32_t timeout_ms, bool force) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  if (timeout_ms <= 0) return kParamInvalid;
+  if (timeout_ms <= 0) {
+    return fail(kParamInvalid, "timeout_in_millis must be > 0, got " + std::to_string(timeout_ms));
+  }
   std::vector<impl::LLMClusterInfo> infos;
   for (const Cluster& c : clusters) infos.push_back(to_cluster_info(c));
   impl::LinkResult result;
-  const Status s = guarded([&] { result = dist_.unlink_clusters(infos, timeout_ms, force); });
+  const Status s = run([&] { result = dist_.unlink_clusters(infos, timeout_ms, force); });
   if (s != kSuccess) return s;
   rets.clear();
   for (LLMStatusCode c : result.second) rets.push_back(code(c));
@@ -219,16 +259,32 @@ Status DataDistEngine::unlink(const std::vector<Cluster>& clusters, std::vector<
 
 Status DataDistEngine::register_kv_cache(const Desc& desc, const std::vector<std::uint64_t>& addrs,
                                          std::int64_t& cache_id) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  if (addrs.empty() || addrs.size() != desc.num_tensors || desc.shape.empty() ||
-      desc.shape.size() > kMaxShapeDims ||
-      std::find(addrs.begin(), addrs.end(), 0u) != addrs.end()) {
-    return kParamInvalid;
+  if (addrs.empty()) return fail(kParamInvalid, "addrs is empty");
+  if (addrs.size() != desc.num_tensors) {
+    return fail(kParamInvalid, "addrs has " + std::to_string(addrs.size()) +
+                                   " address(es), cache_desc.num_tensors is " +
+                                   std::to_string(desc.num_tensors));
+  }
+  if (desc.shape.empty() || desc.shape.size() > kMaxShapeDims) {
+    return fail(kParamInvalid, "cache_desc.shape must have 1 to 32 dims, has " +
+                                   std::to_string(desc.shape.size()));
+  }
+  if (std::find(addrs.begin(), addrs.end(), 0u) != addrs.end()) {
+    return fail(kParamInvalid, "addrs holds a null address");
   }
   const auto type = static_cast<impl::DataType>(desc.data_type);
   const auto placement = static_cast<impl::Placement>(desc.placement);
-  if (!impl::is_valid(type) || !impl::is_valid(placement)) return kParamInvalid;
-  return guarded([&] {
+  if (!impl::is_valid(type)) {
+    return fail(kParamInvalid,
+                "cache_desc.data_type " + std::to_string(desc.data_type) + " is not a DataType");
+  }
+  if (!impl::is_valid(placement)) {
+    return fail(kParamInvalid, "cache_desc.placement " + std::to_string(desc.placement) +
+                                   " is not a CachePlacement");
+  }
+  return run([&] {
     const impl::CacheDesc cache_desc(desc.num_tensors, desc.shape, type, placement);
     impl::RegisterRequest request;
     request.cache_desc = &cache_desc;
@@ -239,67 +295,104 @@ Status DataDistEngine::register_kv_cache(const Desc& desc, const std::vector<std
 }
 
 Status DataDistEngine::unregister_kv_cache(std::int64_t cache_id) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  return guarded([&] { impl::unregister_cache(*dist_.core(), cache_id); });
+  return run([&] { impl::unregister_cache(*dist_.core(), cache_id); });
+}
+
+Status DataDistEngine::check_pull(const Index& src, const CacheRef& dst, const ExtParam& ext) {
+  if (const std::string why = ext_error(ext); !why.empty()) return fail(kParamInvalid, why);
+  if (src.cluster_id == dist_.cluster_id()) {
+    return fail(kParamInvalid,
+                "the source cluster " + std::to_string(src.cluster_id) + " is this instance's own");
+  }
+  const impl::CacheEntry* local = dist_.core()->caches().find(dst.cache_id);
+  if (local == nullptr) {
+    return fail(kCacheNotExist, "cache " + std::to_string(dst.cache_id) + " is not registered");
+  }
+  if (ranged(ext) && local->view.desc.num_tensors() % ext.tensor_num_per_layer != 0) {
+    // DataCacheEngine::CheckTensorIndices, on the destination.
+    return fail(kParamInvalid, "the cache's " + std::to_string(local->view.desc.num_tensors()) +
+                                   " tensors are not layers of tensor_num_per_layer " +
+                                   std::to_string(ext.tensor_num_per_layer));
+  }
+  return kSuccess;
 }
 
 Status DataDistEngine::pull_kv_cache(const Index& src, const CacheRef& dst,
                                      std::uint32_t batch_index, std::int64_t size,
                                      const ExtParam& ext) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  if (!(size == -1 || size > 0) || !ext_valid(ext) || src.cluster_id == dist_.cluster_id()) {
-    return kParamInvalid;
+  if (!(size == -1 || size > 0)) {
+    return fail(kParamInvalid,
+                "Invalid size (" + std::to_string(size) + "), size must = -1 or > 0");
   }
-  const impl::CacheEntry* local = dist_.core()->caches().find(dst.cache_id);
-  if (local == nullptr) return kCacheNotExist;
-  if (ranged(ext) && local->view.desc.num_tensors() % ext.tensor_num_per_layer != 0) {
-    return kParamInvalid;  // DataCacheEngine::CheckTensorIndices, on the destination
-  }
+  if (const Status s = check_pull(src, dst, ext); s != kSuccess) return s;
   impl::PullCachePlan plan;
   plan.tensor_indices = tensor_indices(ext);
   plan.batch_index = batch_index;
   plan.size = size;
   plan.tensor_num_per_layer = ext.tensor_num_per_layer;
   const impl::CacheKeyByIdAndIndex key(src.cluster_id, src.cache_id, src.batch_index);
-  return guarded([&] { impl::pull_cache_planned(*dist_.core(), key, dst.cache_id, plan); });
+  return run([&] { impl::pull_cache_planned(*dist_.core(), key, dst.cache_id, plan); });
 }
 
 Status DataDistEngine::pull_kv_blocks(const Index& src, const CacheRef& dst,
                                       const std::vector<std::uint64_t>& src_blocks,
                                       const std::vector<std::uint64_t>& dst_blocks,
                                       const ExtParam& ext) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  if (src.batch_index != 0 || src_blocks.empty() || src_blocks.size() != dst_blocks.size() ||
-      !ext_valid(ext) || src.cluster_id == dist_.cluster_id()) {
-    return kParamInvalid;
+  if (src.batch_index != 0) {
+    return fail(kParamInvalid, "invalid src_cache_index.batch_index (" +
+                                   std::to_string(src.batch_index) +
+                                   "), only 0 is supported in pull block");
   }
-  const impl::CacheEntry* local = dist_.core()->caches().find(dst.cache_id);
-  if (local == nullptr) return kCacheNotExist;
-  if (ranged(ext) && local->view.desc.num_tensors() % ext.tensor_num_per_layer != 0) {
-    return kParamInvalid;
-  }
+  if (const Status s = check_blocks(src_blocks, dst_blocks, "pull"); s != kSuccess) return s;
+  if (const Status s = check_pull(src, dst, ext); s != kSuccess) return s;
   impl::PullBlocksPlan plan;
   plan.tensor_indices = tensor_indices(ext);
   plan.src_blocks = src_blocks;
   plan.dst_blocks = dst_blocks;
   plan.tensor_num_per_layer = ext.tensor_num_per_layer;
   const impl::CacheKeyByIdAndIndex key(src.cluster_id, src.cache_id, 0);
-  return guarded(
+  return run(
       [&] { impl::pull_blocks_planned(*dist_.core(), key, dst.cache_id, plan, /*b2b=*/true); });
+}
+
+Status DataDistEngine::check_blocks(const std::vector<std::uint64_t>& src_blocks,
+                                    const std::vector<std::uint64_t>& dst_blocks,
+                                    const char* what) {
+  if (src_blocks.empty()) {
+    return fail(kParamInvalid, std::string("src_blocks is empty, ") + what +
+                                   " from non-block cache is not supported yet");
+  }
+  if (src_blocks.size() != dst_blocks.size()) {
+    return fail(kParamInvalid, "number of src_blocks (" + std::to_string(src_blocks.size()) +
+                                   ") mismatches that of dst_blocks (" +
+                                   std::to_string(dst_blocks.size()) + ")");
+  }
+  return kSuccess;
 }
 
 namespace {
 
 // The layer pairs of a push (R): equal range lengths; an all-layer source range counts layers
 // from the caller's src.desc.num_tensors, a remainder group being one more layer (the library
-// then fails at that layer). A -1 destination range follows the source's layers.
-bool push_layers(const CacheRef& src, const ExtParam& ext,
-                 std::vector<std::pair<std::uint64_t, std::uint64_t>>& layers) {
-  if (ext.src_second - ext.src_first != ext.dst_second - ext.dst_first) return false;
+// then fails at that layer). A -1 destination range follows the source's layers. What is
+// wrong, or "".
+std::string push_layers(const CacheRef& src, const ExtParam& ext,
+                        std::vector<std::pair<std::uint64_t, std::uint64_t>>& layers) {
+  if (ext.src_second - ext.src_first != ext.dst_second - ext.dst_first) {
+    return "src_layer_range and dst_layer_range differ in length";
+  }
   std::int64_t first = ext.src_first;
   std::int64_t count = static_cast<std::int64_t>(ext.src_second) - ext.src_first + 1;
   if (ext.src_first < 0) {
-    if (src.desc.num_tensors == 0) return false;
+    if (src.desc.num_tensors == 0) {
+      return "Invalid src layer:-1, layer need >= 0, or -1 with valid num_tensors.";
+    }
     first = 0;
     count = (src.desc.num_tensors + ext.tensor_num_per_layer - 1) / ext.tensor_num_per_layer;
   }
@@ -308,47 +401,64 @@ bool push_layers(const CacheRef& src, const ExtParam& ext,
     layers.emplace_back(static_cast<std::uint64_t>(first + i),
                         static_cast<std::uint64_t>(dst_first + i));
   }
-  return true;
+  return {};
 }
 
 }  // namespace
 
+Status DataDistEngine::check_push(const CacheRef& src, const ExtParam& ext, impl::PushPlan& plan,
+                                  const impl::CacheEntry*& local) {
+  if (src.desc.placement != 1) return fail(kParamInvalid, "Only support push to device cache");
+  if (const std::string why = ext_error(ext); !why.empty()) return fail(kParamInvalid, why);
+  if (const std::string why = push_layers(src, ext, plan.layers); !why.empty()) {
+    return fail(kParamInvalid, why);
+  }
+  local = dist_.core()->caches().find(src.cache_id);
+  if (local == nullptr) {
+    return fail(kCacheNotExist, "cache " + std::to_string(src.cache_id) + " is not registered");
+  }
+  plan.tensor_num_per_layer = ext.tensor_num_per_layer;
+  return kSuccess;
+}
+
 Status DataDistEngine::push_kv_cache(const CacheRef& src, const Index& dst,
                                      std::uint32_t src_batch_index, std::int64_t size,
                                      const ExtParam& ext) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  impl::PushPlan plan;
-  if (src.desc.placement != 1 || size != -1 || !ext_valid(ext) ||
-      !push_layers(src, ext, plan.layers)) {
-    return kParamInvalid;
+  if (size != -1) {
+    return fail(kParamInvalid,
+                "Invalid size (" + std::to_string(size) + "), size only support -1 currently.");
   }
-  const impl::CacheEntry* local = dist_.core()->caches().find(src.cache_id);
-  if (local == nullptr) return kCacheNotExist;
+  impl::PushPlan plan;
+  const impl::CacheEntry* local = nullptr;
+  if (const Status s = check_push(src, ext, plan, local); s != kSuccess) return s;
   plan.src_batch_index = src_batch_index;
-  plan.tensor_num_per_layer = ext.tensor_num_per_layer;
   const impl::CacheKeyByIdAndIndex key(dst.cluster_id, dst.cache_id, dst.batch_index);
   const impl::CacheView view = local->view;
-  return guarded([&] { impl::push_planned(*dist_.core(), plan, view, key, "PushKvCache"); });
+  return run([&] { impl::push_planned(*dist_.core(), plan, view, key, "PushKvCache"); });
 }
 
 Status DataDistEngine::push_kv_blocks(const CacheRef& src, const Index& dst,
                                       const std::vector<std::uint64_t>& src_blocks,
                                       const std::vector<std::uint64_t>& dst_blocks,
                                       const ExtParam& ext) {
+  last_error_.clear();
   if (const Status s = live(); s != kSuccess) return s;
-  impl::PushPlan plan;
-  if (src.desc.placement != 1 || src_blocks.empty() || src_blocks.size() != dst_blocks.size() ||
-      dst.batch_index != 0 || !ext_valid(ext) || !push_layers(src, ext, plan.layers)) {
-    return kParamInvalid;
+  if (const Status s = check_blocks(src_blocks, dst_blocks, "push"); s != kSuccess) return s;
+  if (dst.batch_index != 0) {
+    return fail(kParamInvalid, "invalid dst_cache_index.batch_index (" +
+                                   std::to_string(dst.batch_index) +
+                                   "), only 0 is supported in push block");
   }
-  const impl::CacheEntry* local = dist_.core()->caches().find(src.cache_id);
-  if (local == nullptr) return kCacheNotExist;
-  plan.tensor_num_per_layer = ext.tensor_num_per_layer;
+  impl::PushPlan plan;
+  const impl::CacheEntry* local = nullptr;
+  if (const Status s = check_push(src, ext, plan, local); s != kSuccess) return s;
   plan.src_blocks = src_blocks;
   plan.dst_blocks = dst_blocks;
   const impl::CacheKeyByIdAndIndex key(dst.cluster_id, dst.cache_id, 0);
   const impl::CacheView view = local->view;
-  return guarded([&] { impl::push_planned(*dist_.core(), plan, view, key, "PushKvBlocks"); });
+  return run([&] { impl::push_planned(*dist_.core(), plan, view, key, "PushKvBlocks"); });
 }
 
 }  // namespace kvsim::cpp

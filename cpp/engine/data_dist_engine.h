@@ -5,6 +5,7 @@
 // outcome is a Status, as the C++ API returns.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "impl/directory.h"
 #include "impl/llm_datadist.h"
 #include "impl/platform.h"
+#include "impl/pull_push.h"
 
 namespace kvsim::cpp {
 
@@ -74,17 +76,27 @@ class DataDistEngine {
                         const std::vector<std::uint64_t>& dst_blocks, const ExtParam& ext);
 
   bool initialized() const { return dist_.initialized(); }
+  /// Why the last call failed (the library's words where it has them), "" after a success.
+  const std::string& last_error() const { return last_error_; }
   /// The logical device of llm.DeviceId once initialized, else -1.
   std::int32_t device_id() const { return device_id_; }
   /// The engine's state (tests, the world's reports).
   impl::LLMDataDist& dist() { return dist_; }
 
  private:
-  Status live() const;
+  Status fail(Status status, std::string why);
+  Status live();
+  Status run(const std::function<void()>& fn);
+  Status check_pull(const Index& src, const CacheRef& dst, const ExtParam& ext);
+  Status check_blocks(const std::vector<std::uint64_t>& src_blocks,
+                      const std::vector<std::uint64_t>& dst_blocks, const char* what);
+  Status check_push(const CacheRef& src, const ExtParam& ext, impl::PushPlan& plan,
+                    const impl::CacheEntry*& local);
 
   impl::LLMDataDist dist_;
   std::int32_t role_;
   std::int32_t device_id_ = -1;
+  std::string last_error_;
 };
 
 }  // namespace kvsim::cpp

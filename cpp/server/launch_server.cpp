@@ -667,6 +667,7 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
 
 void LaunchServer::read_connection(Program* owner, Thread* t, int fd) {
   Program& p = *owner;
+  bool ended = false;
   if (fd >= 0) {
     static std::vector<char> chunk(kReadChunk);
     for (;;) {
@@ -686,19 +687,11 @@ void LaunchServer::read_connection(Program* owner, Thread* t, int fd) {
         if (::poll(&more, 1, kFrameRestMs) <= 0) break;
         continue;
       }
-      // End of file: the thread ended (or the program).
-      ::close(t->fd);
-      t->fd = -1;
-      t->out.clear();
-      t->sent = 0;
-      if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
-        t->state = Thread::State::kGone;
-        t->quit = true;
-        t->wake->set();
-      }
-      return;
+      ended = true;  // end of file: the thread ended (or the program)
+      break;
     }
   }
+  // What came before an end of file is still read, so a bad last frame is reported.
   try {
     while (t->fd >= 0) {
       std::optional<wire::Request> r = wire::take_request(t->in);
@@ -707,6 +700,16 @@ void LaunchServer::read_connection(Program* owner, Thread* t, int fd) {
     }
   } catch (const wire::WireError& e) {
     drop(p, *t, std::string("a malformed frame: ") + e.what());
+  }
+  if (!ended || t->fd < 0) return;
+  ::close(t->fd);
+  t->fd = -1;
+  t->out.clear();
+  t->sent = 0;
+  if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
+    t->state = Thread::State::kGone;
+    t->quit = true;
+    t->wake->set();
   }
 }
 

@@ -12,6 +12,7 @@ using wire::Reader;
 using wire::Writer;
 
 const Status kFailed = static_cast<Status>(impl::to_int(impl::LLMStatusCode::LLM_FAILED));
+const char* const kNoInstance = "kvsim: the LlmDataDist could not be made in the world";
 
 }  // namespace
 
@@ -174,14 +175,14 @@ std::string Session::handle(Op op, const std::string& payload) {
           // aclrtSetDevice(device_id) on the caller's thread: the official samples' aclrtMalloc
           // that follows needs no aclrtSetDevice of its own.
           if (status == 0 && e != nullptr) (void)acl_.set_device(e->device_id());
-          out.u32(status);
+          out.u32(status).str(e ? e->last_error() : kNoInstance);
           break;
         }
         case Op::kSetRole: {
           const std::int32_t role = in.i32();
           const Options options = in.options();
           in.end();
-          out.u32(e ? e->set_role(role, options) : kFailed);
+          out.u32(e ? e->set_role(role, options) : kFailed).str(e ? e->last_error() : kNoInstance);
           break;
         }
         case Op::kLink:
@@ -196,7 +197,7 @@ std::string Session::handle(Op op, const std::string& payload) {
             s = op == Op::kLink ? e->link(clusters, rets, timeout)
                                 : e->unlink(clusters, rets, timeout, force);
           }
-          out.u32(s).u32s(rets);
+          out.u32(s).u32s(rets).str(e ? e->last_error() : kNoInstance);
           break;
         }
         case Op::kRegister: {
@@ -204,13 +205,16 @@ std::string Session::handle(Op op, const std::string& payload) {
           const std::vector<std::uint64_t> addrs = in.u64s();
           in.end();
           std::int64_t cache_id = -1;
-          out.u32(e ? e->register_kv_cache(desc, addrs, cache_id) : kFailed).i64(cache_id);
+          out.u32(e ? e->register_kv_cache(desc, addrs, cache_id) : kFailed)
+              .i64(cache_id)
+              .str(e ? e->last_error() : kNoInstance);
           break;
         }
         case Op::kUnregister: {
           const std::int64_t cache_id = in.i64();
           in.end();
-          out.u32(e ? e->unregister_kv_cache(cache_id) : kFailed);
+          out.u32(e ? e->unregister_kv_cache(cache_id) : kFailed)
+              .str(e ? e->last_error() : kNoInstance);
           break;
         }
         case Op::kPullCache: {
@@ -220,7 +224,8 @@ std::string Session::handle(Op op, const std::string& payload) {
           const std::int64_t size = in.i64();
           const ExtParam ext = in.ext();
           in.end();
-          out.u32(e ? e->pull_kv_cache(index, cache, batch, size, ext) : kFailed);
+          out.u32(e ? e->pull_kv_cache(index, cache, batch, size, ext) : kFailed)
+              .str(e ? e->last_error() : kNoInstance);
           break;
         }
         case Op::kPullBlocks: {
@@ -230,7 +235,8 @@ std::string Session::handle(Op op, const std::string& payload) {
           const std::vector<std::uint64_t> dst = in.u64s();
           const ExtParam ext = in.ext();
           in.end();
-          out.u32(e ? e->pull_kv_blocks(index, cache, src, dst, ext) : kFailed);
+          out.u32(e ? e->pull_kv_blocks(index, cache, src, dst, ext) : kFailed)
+              .str(e ? e->last_error() : kNoInstance);
           break;
         }
         case Op::kPushCache: {
@@ -240,7 +246,8 @@ std::string Session::handle(Op op, const std::string& payload) {
           const std::int64_t size = in.i64();
           const ExtParam ext = in.ext();
           in.end();
-          out.u32(e ? e->push_kv_cache(cache, index, batch, size, ext) : kFailed);
+          out.u32(e ? e->push_kv_cache(cache, index, batch, size, ext) : kFailed)
+              .str(e ? e->last_error() : kNoInstance);
           break;
         }
         case Op::kPushBlocks: {
@@ -250,7 +257,8 @@ std::string Session::handle(Op op, const std::string& payload) {
           const std::vector<std::uint64_t> dst = in.u64s();
           const ExtParam ext = in.ext();
           in.end();
-          out.u32(e ? e->push_kv_blocks(cache, index, src, dst, ext) : kFailed);
+          out.u32(e ? e->push_kv_blocks(cache, index, src, dst, ext) : kFailed)
+              .str(e ? e->last_error() : kNoInstance);
           break;
         }
         default:

@@ -19,8 +19,6 @@ using kvsim::cpp::client::Channel;
 const bool kLocalWorld = kvsim::cpp::client::local_world_available();
 namespace wire = kvsim::cpp::wire;
 
-thread_local std::string g_recent_error;
-
 // One ACL request: its code; on success its results decoded by `results`, on failure the
 // world's message in aclGetRecentErrMsg. Replies are [i32 code][message][results].
 template <class Results>
@@ -28,7 +26,7 @@ aclError acl_call(wire::AclOp op, const std::string& args, Results&& results) {
   const auto reply = Channel::get().call(
       wire::Op::kAcl, wire::Writer().u32(static_cast<std::uint32_t>(op)).take() + args);
   if (!reply) {
-    g_recent_error = "kvsim: the simulated world cannot answer";
+    Channel::set_recent_error("kvsim: the simulated world cannot answer");
     return ACL_ERROR_RT_INTERNAL_ERROR;
   }
   try {
@@ -36,13 +34,13 @@ aclError acl_call(wire::AclOp op, const std::string& args, Results&& results) {
     const aclError code = in.i32();
     const std::string message = in.str();
     if (code != ACL_SUCCESS) {
-      g_recent_error = message;
+      Channel::set_recent_error(message);
       return code;
     }
     results(in);
     return code;
   } catch (const wire::WireError&) {
-    g_recent_error = "kvsim: a malformed answer from the simulated world";
+    Channel::set_recent_error("kvsim: a malformed answer from the simulated world");
     return ACL_ERROR_RT_INTERNAL_ERROR;
   }
 }
@@ -68,7 +66,7 @@ aclError aclFinalize(void) {
 }
 
 const char* aclGetRecentErrMsg(void) {
-  return g_recent_error.empty() ? nullptr : g_recent_error.c_str();
+  return Channel::recent_error();
 }
 
 aclError aclrtSetDevice(int32_t deviceId) {
@@ -181,7 +179,7 @@ aclError aclrtFreeHost(void* hostPtr) {
 aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
                      aclrtMemcpyKind kind) {
   if (count > destMax || (count > 0 && (dst == nullptr || src == nullptr))) {
-    g_recent_error = "aclrtMemcpy: count exceeds destMax or a pointer is null";
+    Channel::set_recent_error("aclrtMemcpy: count exceeds destMax or a pointer is null");
     return ACL_ERROR_INVALID_PARAM;
   }
   const auto dst_addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(dst));
@@ -221,7 +219,7 @@ aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
       return simple(wire::AclOp::kCopy,
                     wire::Writer().u64(dst_addr).u64(src_addr).u64(count).take());
     default:
-      g_recent_error = "aclrtMemcpy: kvsim copies host<->device and device<->device only";
+      Channel::set_recent_error("aclrtMemcpy: kvsim copies host<->device and device<->device only");
       return ACL_ERROR_FEATURE_UNSUPPORTED;
   }
 }
@@ -242,7 +240,7 @@ aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t cou
 }
 
 aclError aclrtGetMemInfo(aclrtMemAttr, size_t*, size_t*) {
-  g_recent_error = "aclrtGetMemInfo is not simulated by kvsim";
+  Channel::set_recent_error("aclrtGetMemInfo is not simulated by kvsim");
   return ACL_ERROR_FEATURE_UNSUPPORTED;
 }
 

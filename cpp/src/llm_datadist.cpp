@@ -82,9 +82,19 @@ Status answer(const std::optional<std::string>& reply, Decode&& decode) {
   }
 }
 
+// The reason the world gives after a call's results; a failure's becomes the thread's
+// aclGetRecentErrMsg, as the library's own logged errors do.
+Status with_reason(wire::Reader& in, Status status) {
+  std::string why = in.str();
+  in.end();
+  if (status != LLM_SUCCESS) Channel::set_recent_error(std::move(why));
+  return status;
+}
+
 // A request that answers with one Status.
 Status status_call(wire::Op op, const std::string& payload) {
-  return answer(Channel::get().call(op, payload), [](wire::Reader& in) { return in.u32(); });
+  return answer(Channel::get().call(op, payload),
+                [](wire::Reader& in) { return with_reason(in, in.u32()); });
 }
 
 }  // namespace
@@ -134,7 +144,7 @@ Status link_call(wire::Op op, const std::string& payload, std::vector<Status>& r
     const Status status = in.u32();
     const std::vector<std::uint32_t> codes = in.u32s();
     rets.assign(codes.begin(), codes.end());
-    return status;
+    return with_reason(in, status);
   });
 }
 
@@ -164,22 +174,29 @@ Status LlmDataDist::UnlinkLlmClusters(const std::vector<ClusterInfo>& clusters,
                    rets);
 }
 
+namespace {
 // llm_datadist_impl.cc: the C++ API has no cache allocation or local copies.
-Status LlmDataDist::AllocateCache(const CacheDesc&, Cache&) {
+Status not_enabled() {
+  Channel::set_recent_error("The feature is not supported.");
   return LLM_FEATURE_NOT_ENABLED;
+}
+}  // namespace
+
+Status LlmDataDist::AllocateCache(const CacheDesc&, Cache&) {
+  return not_enabled();
 }
 
 Status LlmDataDist::DeallocateCache(int64_t) {
-  return LLM_FEATURE_NOT_ENABLED;
+  return not_enabled();
 }
 
 Status LlmDataDist::CopyKvCache(const Cache&, const Cache&, uint32_t, uint32_t, uint64_t, int64_t) {
-  return LLM_FEATURE_NOT_ENABLED;
+  return not_enabled();
 }
 
 Status LlmDataDist::CopyKvBlocks(const Cache&, const Cache&, const std::vector<uint64_t>&,
                                  const std::vector<std::vector<uint64_t>>&) {
-  return LLM_FEATURE_NOT_ENABLED;
+  return not_enabled();
 }
 
 Status LlmDataDist::PullKvCache(const CacheIndex& src_cache_index, const Cache& dst_cache,
@@ -245,7 +262,7 @@ Status LlmDataDist::RegisterKvCache(const CacheDesc& cache_desc, const std::vect
     const Status status = in.u32();
     const int64_t id = in.i64();
     if (status == LLM_SUCCESS) cache_id = id;
-    return status;
+    return with_reason(in, status);
   });
 }
 

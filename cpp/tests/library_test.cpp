@@ -146,9 +146,16 @@ TEST(LlmDataDist, PromptAndDecoderInOneProgramPullAndPushVerifiedBytes) {
   EXPECT_NE(device_bytes(p[2] + 7 * kRowBytes, kRowBytes),
             device_bytes(d[2] + kRowBytes, kRowBytes));
 
+  // A refused call says why in aclGetRecentErrMsg, in the library's words where it has them.
+  CacheIndex blocks_at{};
+  blocks_at.cache_id = pid;
+  EXPECT_EQ(decoder.PullKvBlocks(blocks_at, local, {2}, {5, 6}), LLM_PARAM_INVALID);
+  ASSERT_NE(aclGetRecentErrMsg(), nullptr);
+  EXPECT_STREQ(aclGetRecentErrMsg(), "number of src_blocks (1) mismatches that of dst_blocks (2)");
   // What the C++ API has no feature for, whatever the arguments.
   Cache any{};
   EXPECT_EQ(decoder.AllocateCache(desc(1), any), LLM_FEATURE_NOT_ENABLED);
+  EXPECT_STREQ(aclGetRecentErrMsg(), "The feature is not supported.");
   EXPECT_EQ(decoder.DeallocateCache(1), LLM_FEATURE_NOT_ENABLED);
   EXPECT_EQ(decoder.CopyKvCache(src, src), LLM_FEATURE_NOT_ENABLED);
   EXPECT_EQ(decoder.CopyKvBlocks(src, src, {0}, {{1}}), LLM_FEATURE_NOT_ENABLED);

@@ -25,18 +25,19 @@ enum class Op : std::uint32_t {
   kAcl,           // an ACL runtime call (AclOp, args)
   kDistCreate,    // cluster_id, role -> handle
   kDistDestroy,   // handle
-  kInitialize,    // handle, options -> status
-  kFinalize,      // handle
-  kSetRole,       // handle, role, options -> status
-  kLink,          // handle, clusters, timeout -> status, rets
-  kUnlink,        // handle, clusters, timeout, force -> status, rets
-  kRegister,      // handle, desc, addrs -> status, cache_id
-  kUnregister,    // handle, cache_id -> status
-  kPullCache,     // handle, index, cache, batch_index, size, ext -> status
-  kPullBlocks,    // handle, index, cache, src_blocks, dst_blocks, ext -> status
-  kPushCache,     // handle, cache, index, src_batch_index, size, ext -> status
-  kPushBlocks,    // handle, cache, index, src_blocks, dst_blocks, ext -> status
-  kSocket,        // a control-plane TCP call (SockOp, args) -> i64 result, i32 errno, results
+  // The LlmDataDist calls answer their results, then why they failed ("" on success).
+  kInitialize,  // handle, options -> status, why
+  kFinalize,    // handle
+  kSetRole,     // handle, role, options -> status, why
+  kLink,        // handle, clusters, timeout -> status, rets, why
+  kUnlink,      // handle, clusters, timeout, force -> status, rets, why
+  kRegister,    // handle, desc, addrs -> status, cache_id, why
+  kUnregister,  // handle, cache_id -> status, why
+  kPullCache,   // handle, index, cache, batch_index, size, ext -> status, why
+  kPullBlocks,  // handle, index, cache, src_blocks, dst_blocks, ext -> status, why
+  kPushCache,   // handle, cache, index, src_batch_index, size, ext -> status, why
+  kPushBlocks,  // handle, cache, index, src_blocks, dst_blocks, ext -> status, why
+  kSocket,      // a control-plane TCP call (SockOp, args) -> i64 result, i32 errno, results
   kLast,
 };
 
