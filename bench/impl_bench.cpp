@@ -19,6 +19,12 @@ namespace {
 
 using namespace kvsim;
 
+sim::RunOptions no_trace() {
+  sim::RunOptions o;
+  o.trace = false;
+  return o;
+}
+
 // One PA layer of 256 blocks (B2B, 2 tensors): random tables give 256 runs, consecutive 1.
 void BM_PlanPaLayer256(benchmark::State& state) {
   const bool consecutive = state.range(0) != 0;
@@ -121,7 +127,7 @@ placement:
 void BM_Llama70bExposed(benchmark::State& state) {
   const sim::Scenario s = llama70b(1, "1ms");
   sim::RunResult r;
-  for (auto _ : state) r = sim::run_scenario(s, {false, {}});
+  for (auto _ : state) r = sim::run_scenario(s, no_trace());
   const model::TopologySpec spec = model::load_preset("atlas-a2");
   const double layer_bytes = 2.0 * 4096 * 128 * 2;  // K and V of one layer on one rank
   const double bound_us =
@@ -138,7 +144,7 @@ BENCHMARK(BM_Llama70bExposed)->Unit(benchmark::kMillisecond)->Iterations(3);
 void BM_Trace1000Requests(benchmark::State& state) {
   const sim::Scenario s = llama70b(1000, "20ms");
   for (auto _ : state) {
-    const sim::RunResult r = sim::run_scenario(s, {false, {}});
+    const sim::RunResult r = sim::run_scenario(s, no_trace());
     benchmark::DoNotOptimize(r.end);
   }
   state.counters["requests/s"] = benchmark::Counter(

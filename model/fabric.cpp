@@ -265,6 +265,7 @@ void Fabric::start_data(Engine& e, Chunk* c) {
     c->latency = std::max(c->latency, r.latency);
     c->links.insert(c->links.end(), r.links.begin(), r.links.end());
     const FluidNetwork::FlowId f = net_.add_flow(g.bytes, r.uses);
+    if (observer_) observer_->on_flow_start(f, b->id, now(), g.bytes, r.uses);
     c->flows.push_back(f);
     flow_owner_.emplace(f, c);
     ++c->pending_flows;
@@ -278,6 +279,7 @@ void Fabric::on_flows_done(const std::vector<FluidNetwork::FlowId>& flows) {
     Chunk* c = it->second;
     flow_owner_.erase(it);
     ++stats_.flows_completed;
+    if (observer_) observer_->on_flow_end(f, now(), true);
     if (--c->pending_flows == 0) on_chunk_sent(c);
   }
 }
@@ -328,7 +330,10 @@ void Fabric::fail_batch(Batch* b, const std::string& why) {
     if (observer_)
       observer_->on_data(e.ref, b->id, c->data_start, now(), c->bytes, c->links, false);
     for (FluidNetwork::FlowId f : c->flows) {
-      if (flow_owner_.erase(f) > 0) net_.cancel_flow(f);
+      if (flow_owner_.erase(f) > 0) {
+        net_.cancel_flow(f);
+        if (observer_) observer_->on_flow_end(f, now(), false);
+      }
     }
     c->flows.clear();
     c->pending_flows = 0;

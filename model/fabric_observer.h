@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/fluid_network.h"
 #include "model/units.h"
 
 namespace kvsim::model {
@@ -28,6 +29,16 @@ class FabricObserver {
                        std::uint64_t bytes, const std::vector<std::uint32_t>& links,
                        bool completed) {
     (void)engine, (void)batch, (void)start, (void)end, (void)bytes, (void)links, (void)completed;
+  }
+  /// A fluid flow of `bytes` started now over `path` (its resources and weights), carrying part
+  /// of a chunk of `batch`. For cross-validation of the flow timing against other solvers.
+  virtual void on_flow_start(FluidNetwork::FlowId flow, std::uint64_t batch, SimTime at,
+                             double bytes, const std::vector<FluidNetwork::Use>& path) {
+    (void)flow, (void)batch, (void)at, (void)bytes, (void)path;
+  }
+  /// A flow sent its last byte (`completed`), or a fault cancelled it.
+  virtual void on_flow_end(FluidNetwork::FlowId flow, SimTime at, bool completed) {
+    (void)flow, (void)at, (void)completed;
   }
   /// A batch ended (its completion callback runs right after).
   virtual void on_batch_end(const EngineRef& engine, const BatchOutcome& outcome) {

@@ -97,6 +97,7 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   s.fault_detection_time = top.time("fault_detection_time");
   s.ip_base = top.text("ip_base");
   s.host_ip_base = top.text("host_ip_base");
+  (void)top.has("uncertain");  // read by read_uncertain, before overrides
   try {
     s.validate();
   } catch (const ModelError& e) {
@@ -105,10 +106,59 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   return s;
 }
 
+// The `uncertain:` section, checked against the file's own values (before overrides): every key
+// names a scalar of the preset, and low <= value <= high in the value's unit.
+std::vector<UncertainParameter> read_uncertain(const YAML::Node& root, const std::string& origin) {
+  std::vector<UncertainParameter> out;
+  if (!root.IsMap() || !root["uncertain"]) return out;
+  const YAML::Node section = root["uncertain"];
+  auto fail = [&origin](const YAML::Node& at, const std::string& key, const std::string& rule) {
+    throw ModelError(ErrorKind::kFormat, origin + ":" + std::to_string(at.Mark().line + 1) +
+                                             ": key '" + key + "' " + rule);
+  };
+  if (!section.IsMap()) fail(section, "uncertain", "must be a mapping of dotted keys");
+  for (const auto& entry : section) {
+    UncertainParameter p;
+    p.key = entry.first.as<std::string>();
+    YAML::Node value = root;
+    std::stringstream ss(p.key);
+    for (std::string part; std::getline(ss, part, '.');) {
+      if (!value.IsMap() || !value[part] || part == "uncertain") {
+        fail(entry.first, "uncertain." + p.key, "names no value of the preset");
+      }
+      value.reset(value[part]);
+    }
+    if (!value.IsScalar()) fail(entry.first, "uncertain." + p.key, "names no scalar");
+    YamlReader r(entry.second, origin, "uncertain." + p.key);
+    p.low = r.text("low");
+    p.high = r.text("high");
+    p.source = r.text("source");
+    if (r.has("fitted_to")) p.fitted_to = r.text("fitted_to");
+    try {
+      const Quantity v = parse_quantity(value.Scalar()), lo = parse_quantity(p.low),
+                     hi = parse_quantity(p.high);
+      if (lo.kind != v.kind || hi.kind != v.kind) {
+        throw ModelError(ErrorKind::kInvalidArgument, "low and high must be in the value's unit");
+      }
+      if (!(lo.value <= v.value && v.value <= hi.value)) {
+        throw ModelError(ErrorKind::kInvalidArgument,
+                         "needs low <= " + value.Scalar() + " <= high");
+      }
+    } catch (const ModelError& e) {
+      fail(entry.second, "uncertain." + p.key, std::string("has a bad range: ") + e.what());
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 TopologySpec load_node(YAML::Node root, const std::string& origin,
                        const std::vector<Override>& overrides) {
+  const YAML::Node pristine = YAML::Clone(root);  // the ranges bound the file's own values
   apply_overrides(root, origin, overrides);
-  return read_spec(root, origin);
+  TopologySpec spec = read_spec(root, origin);  // the machine's own errors first
+  spec.uncertain = read_uncertain(pristine, origin);
+  return spec;
 }
 
 }  // namespace

@@ -46,6 +46,16 @@ struct DmaSpec {
   Bandwidth bandwidth = 0;      ///< data throughput of one engine
 };
 
+/// A preset value that was fitted or inferred ([I]), with the range it could plausibly take
+/// (what `kvsim sensitivity` varies) and where value and range come from.
+struct UncertainParameter {
+  std::string key;  ///< dotted preset key, "dma.descriptor_cost"
+  std::string low;  ///< as written, in the key's unit
+  std::string high;
+  std::string source;     ///< the evidence for the value and the range
+  std::string fitted_to;  ///< calibration rows the value was fitted to ("" if only inferred)
+};
+
 /// Everything that describes a machine, as read from a preset and overrides.
 struct TopologySpec {
   std::string name;
@@ -71,6 +81,8 @@ struct TopologySpec {
   /// address, replacing the bases (a launch taking its users' addresses).
   std::vector<std::string> device_ips{};
   std::vector<std::string> host_ips{};
+  /// The preset's `uncertain:` section, in file order.
+  std::vector<UncertainParameter> uncertain{};
 
   /// Throws ModelError(kInvalidArgument) naming the first bad field.
   void validate() const;

@@ -164,4 +164,24 @@ std::string format_address(std::uint64_t addr) {
   return buf;
 }
 
+Quantity parse_quantity(const std::string& text) {
+  char* end = nullptr;
+  const double plain = std::strtod(text.c_str(), &end);
+  if (!text.empty() && end != nullptr && *end == '\0') return {Quantity::Kind::kNumber, plain};
+  try {
+    return {Quantity::Kind::kTime, static_cast<double>(parse_time(text))};
+  } catch (const ModelError&) {
+  }
+  try {
+    return {Quantity::Kind::kBandwidth, parse_bandwidth(text)};
+  } catch (const ModelError&) {
+  }
+  try {
+    return {Quantity::Kind::kBytes, static_cast<double>(parse_bytes(text))};
+  } catch (const ModelError&) {
+  }
+  throw ModelError(ErrorKind::kInvalidArgument,
+                   "'" + text + "' is not a number, a time, a bandwidth or a size");
+}
+
 }  // namespace kvsim::model

@@ -33,6 +33,14 @@ Bandwidth parse_bandwidth(const std::string& text);
 /// Parses a duration: "1.5us", "300ns", "2ms", "1s", "100ps" into picoseconds (rounded).
 SimTime parse_time(const std::string& text);
 
+/// A preset or scenario value of any unit, for ranges and interpolation between them.
+struct Quantity {
+  enum class Kind { kNumber, kTime, kBandwidth, kBytes } kind = Kind::kNumber;
+  double value = 0;  ///< a plain number, ps, bytes/s or bytes
+};
+/// Parses a plain number, else a time, a bandwidth or a size (in that order); throws ModelError.
+Quantity parse_quantity(const std::string& text);
+
 /// "1.25 GiB", "512 KiB": binary units for humans.
 std::string format_bytes(double bytes);
 /// "23.6 GB/s": decimal units, as vendors report.

@@ -164,17 +164,26 @@ def render_sweep(folder):
     numbers = [(", ".join(f"{k}={r[k]}" for k in keys),
                 f"exposed {float(r['mean_exposed_us']):.1f} us, {float(r['effective_gbps']):.2f} GB/s, "
                 f"{r['status']}") for r in rows]
-    _index(folder, "kvsim sweep", numbers, ["sweep"])
+    _index(folder, "kvsim sweep", numbers, ["sweep"], _sensitivity_panel(folder))
     return ["sweep"]
 
 
-def _index(folder, title, numbers, images):
+def _sensitivity_panel(folder):
+    """The panel `kvsim sensitivity -o FOLDER/sensitivity` wrote, its images re-rooted here."""
+    path = os.path.join(folder, "sensitivity", "panel.html")
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return re.sub(r'src="(?![a-z]+:|/)', 'src="sensitivity/', f.read())
+
+
+def _index(folder, title, numbers, images, extra=""):
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in numbers)
     imgs = "".join(f'<p><img src="{name}.svg" alt="{name}" style="max-width:100%"></p>' for name in images)
     with open(os.path.join(folder, "index.html"), "w") as f:
         f.write(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
                 "<style>body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}</style>"
-                f"</head><body><h1>{html.escape(title)}</h1><table>{rows}</table>{imgs}</body></html>")
+                f"</head><body><h1>{html.escape(title)}</h1><table>{rows}</table>{imgs}{extra}</body></html>")
 
 
 def render(folder):

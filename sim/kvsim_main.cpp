@@ -219,9 +219,10 @@ std::string python_package_dir() {
   return {};
 }
 
-// kvsim launch: the launcher is Python (it hosts the programs in its interpreter); this program
-// only finds it and hands over its arguments untouched.
-int run_launch(int argc, char* argv[]) {
+// kvsim launch and kvsim sensitivity are Python (the launcher hosts programs in its interpreter;
+// the analysis drives kvsim.sweep's point runner): this program only finds the package and hands
+// over the arguments untouched.
+int run_python_module(const char* module, int argc, char* argv[]) {
   const std::string dir = python_package_dir();
   if (!dir.empty()) {
     const char* old = std::getenv("PYTHONPATH");
@@ -229,23 +230,32 @@ int run_launch(int argc, char* argv[]) {
     setenv("PYTHONPATH", path.c_str(), 1);
   }
   std::vector<char*> args = {const_cast<char*>(KVSIM_PYTHON), const_cast<char*>("-m"),
-                             const_cast<char*>("kvsim.launch")};
+                             const_cast<char*>(module)};
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   execv(KVSIM_PYTHON, args.data());
-  std::fprintf(stderr, "kvsim launch: cannot run %s: %s\n", KVSIM_PYTHON, std::strerror(errno));
+  std::fprintf(stderr, "kvsim: cannot run %s -m %s: %s\n", KVSIM_PYTHON, module,
+               std::strerror(errno));
   return 2;
 }
 
 }  // namespace
 
 int sc_main(int argc, char* argv[]) {
-  if (argc >= 2 && std::string(argv[1]) == "launch") return run_launch(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "launch") {
+    return run_python_module("kvsim.launch", argc, argv);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "sensitivity") {
+    return run_python_module("kvsim.sensitivity", argc, argv);
+  }
   CLI::App app{"kvsim: KV-cache transfer testbed on a SystemC model of NPUs, HBM and links"};
   app.require_subcommand(1);
   app.add_subcommand("launch",
                      "Run Python programs written for llm_datadist, unchanged, as processes of "
                      "one simulated world (kvsim launch --help)");
+  app.add_subcommand("sensitivity",
+                     "Vary the preset's inferred parameters over their plausible ranges: tornado "
+                     "plots, and whether a sweep's conclusion holds (kvsim sensitivity --help)");
   std::string preset = "atlas-a2";
   std::vector<std::string> preset_sets;
   CLI::App* demo = app.add_subcommand("demo", "Representative transfers on a hardware preset");

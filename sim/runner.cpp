@@ -56,7 +56,11 @@ class Run {
  public:
   Run(const Scenario& s, const RunOptions& o)
       : s_(s), options_(o), world_(s.preset, s.hardware_overrides) {
+    if (o.trace && o.attach) {
+      throw std::invalid_argument("RunOptions: trace and attach both need the fabric's observer");
+    }
     if (o.trace) trace_ = std::make_unique<ChromeTrace>(world_.fabric());
+    if (o.attach) o.attach(world_.fabric());
     result_.scenario = s;
   }
 
@@ -77,6 +81,9 @@ class Run {
   std::map<std::string, std::string> options(int device, bool listen) {
     std::map<std::string, std::string> o = engine_options(platform(), device, listen);
     o[impl::kOptionDeviceId] = "0";
+    if (s_.sync_kv_timeout_ms) {
+      o[impl::kOptionSyncKvCacheWaitTime] = std::to_string(*s_.sync_kv_timeout_ms);
+    }
     if (s_.api_version == 1) {
       o.erase(impl::kOptionEnableCacheManager);
       o[impl::kOptionMemPoolConfig] =
@@ -173,11 +180,16 @@ class Run {
     result_.line_rate = ls.bandwidth;
   }
 
-  // A fresh, deterministic block table of `n` blocks out of the cache's `blocks_` (PA caches
-  // fragment over time: consecutive ids are the exception).
+  // A fresh, deterministic block table of `n` blocks out of the cache's `blocks_`: PA caches
+  // fragment over time, so consecutive ids are the exception, unless the scenario says the cache
+  // is fresh (cache.block_table: sequential).
   std::vector<std::int64_t> block_table(std::uint64_t n, std::uint64_t seed) const {
     std::vector<std::int64_t> ids(static_cast<std::size_t>(blocks_));
     std::iota(ids.begin(), ids.end(), 0);
+    if (s_.sequential_blocks) {
+      ids.resize(static_cast<std::size_t>(n));
+      return ids;
+    }
     std::mt19937_64 rng(seed);
     for (std::size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng() % i]);
     ids.resize(static_cast<std::size_t>(n));

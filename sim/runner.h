@@ -12,6 +12,10 @@
 #include "model/units.h"
 #include "sim/scenario.h"
 
+namespace kvsim::model {
+class Fabric;
+}
+
 namespace kvsim::sim {
 
 /// One request's outcome. Times are simulated, in ps.
@@ -75,6 +79,10 @@ struct RunOptions {
   bool trace = true;
   /// Called after each request with (done, total).
   std::function<void(std::size_t, std::size_t)> progress;
+  /// Called with the fabric before the run starts, to attach an observer in place of the trace
+  /// (which needs the fabric's one observer slot): cross-validation records the run's flows.
+  /// Requires trace = false.
+  std::function<void(model::Fabric&)> attach;
 };
 
 /// Runs the scenario on a fresh World. Throws std::runtime_error if the setup fails (a link that

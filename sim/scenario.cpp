@@ -1,6 +1,7 @@
 #include "sim/scenario.h"
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -139,6 +140,13 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     if (layout == "paged") {
       s.paged = true;
       s.block_tokens = static_cast<std::uint32_t>(c.integer("block_tokens", 1, 65536));
+      if (c.has("block_table")) {
+        const std::string order = c.text("block_table");
+        if (order != "scattered" && order != "sequential") {
+          c.fail_key("block_table", "must be scattered or sequential");
+        }
+        s.sequential_blocks = order == "sequential";
+      }
     } else if (layout != "contiguous") {
       c.fail_key("layout", "must be contiguous or paged");
     }
@@ -191,6 +199,7 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     else
       t.fail_key("method", "must be layerwise or pull_blocks");
     s.api_version = static_cast<int>(t.integer("api", 1, 2));
+    if (t.has("sync_kv_timeout")) s.sync_kv_timeout_ms = t.integer("sync_kv_timeout", 1, INT32_MAX);
     if (s.method == TransferMethod::kPullBlocks && !s.paged) {
       t.fail_key("method", "pull_blocks needs cache.layout: paged");
     }

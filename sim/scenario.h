@@ -47,12 +47,18 @@ struct Scenario {
   std::string dtype = "bf16";
   bool paged = false;
   std::uint32_t block_tokens = 0;  ///< paged only
+  /// Paged only: a request's blocks in order (a fresh cache serving one request at a time, where
+  /// consecutive blocks merge into runs) rather than scattered (a fragmented cache, the default).
+  bool sequential_blocks = false;
   std::vector<Request> requests;
   std::optional<model::SimTime> layer_time;  ///< given per-layer prefill time, else computed
   double device_tflops = 0;                  ///< dense TFLOPS of one device
   double compute_efficiency = 0;             ///< achieved / peak, in (0, 1]
   TransferMethod method = TransferMethod::kLayerwise;
   int api_version = 2;
+  /// llm.SyncKvCacheWaitTime of every engine in ms, when the scenario sets it (library default
+  /// 1000 ms, spec 2): a whole-request pull longer than that fails with LLM_TIMEOUT.
+  std::optional<std::int64_t> sync_kv_timeout_ms;
   int prompt_node = 0;
   int decode_node = 1;
   std::vector<FaultSpec> faults;

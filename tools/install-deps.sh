@@ -4,7 +4,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config clang-format
   libsystemc-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
-  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libsimgrid-dev
   python3 python3-matplotlib python3-pybind11 pybind11-dev python3-pytest python3-numpy
   python3-yaml python3-torch iproute2 util-linux
 )

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds kvsim, and runs the main job: the default what-if study (A2,
-# Llama-3-70B TP8, RoCE at 100/200/400 Gb/s, 16- and 128-token PA blocks) with its report.
+# Llama-3-70B TP8, RoCE at 100/200/400 Gb/s, 16- and 128-token PA blocks) with its report and
+# how its answer depends on the preset's inferred parameters.
 # Idempotent. The report lands in out/default-study/index.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j2 --target kvsim
-./build/sim/kvsim sweep scenarios/library/a2-llama70b-roce.yaml \
-  --set hardware.scale_out.bandwidth=100Gb/s,200Gb/s,400Gb/s --set cache.block_tokens=16,128 \
-  -o out/default-study "$@"
+cmake --build build -j2 --target kvsim kvsim_core
+AXES=(--set hardware.scale_out.bandwidth=100Gb/s,200Gb/s,400Gb/s --set cache.block_tokens=16,128)
+# How the study's answer depends on the preset's inferred parameters: the report's last panel.
+./build/sim/kvsim sensitivity scenarios/library/a2-llama70b-roce.yaml "${AXES[@]}" \
+  -o out/default-study/sensitivity
+./build/sim/kvsim sweep scenarios/library/a2-llama70b-roce.yaml "${AXES[@]}" -o out/default-study "$@"
 ./build/sim/kvsim run scenarios/library/a2-llama70b-roce.yaml -q -o out/default-study/baseline
 echo "kvsim: default study report: $(pwd)/out/default-study/index.html (timeline: out/default-study/baseline/index.html)"

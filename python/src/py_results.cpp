@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "impl/errors.h"
+#include "model/preset.h"
+#include "model/units.h"
 #include "python/src/py_world.h"
 #include "sim/results_writer.h"
 #include "sim/sweep.h"
@@ -119,6 +121,31 @@ void bind_results(py::module_& m) {
         return sim::cross_product(a);
       },
       "axes"_a);
+  m.def(
+      "_uncertain",
+      [](const py::dict& source, const std::vector<sim::ScenarioOverride>& overrides) {
+        const sim::Scenario s = to_source(source).load(overrides);
+        py::list out;
+        for (const model::UncertainParameter& p :
+             model::load_preset(s.preset, s.hardware_overrides).uncertain) {
+          bool pinned = false;
+          for (const auto& o : s.hardware_overrides) pinned = pinned || o.first == p.key;
+          out.append(py::dict("key"_a = p.key, "low"_a = p.low, "high"_a = p.high,
+                              "source"_a = p.source, "fitted_to"_a = p.fitted_to,
+                              "pinned"_a = pinned, "preset"_a = s.preset));
+        }
+        return out;
+      },
+      "source"_a, "overrides"_a,
+      "The scenario's preset's uncertain parameters; pinned: the scenario sets the key itself.");
+  m.def(
+      "_quantity",
+      [](const std::string& text) {
+        static const char* const kinds[] = {"number", "time", "bandwidth", "bytes"};
+        const model::Quantity q = model::parse_quantity(text);
+        return py::make_tuple(kinds[static_cast<int>(q.kind)], q.value);
+      },
+      "text"_a, "(kind, value in ps, B/s or bytes) of a preset value.");
   m.def("_split_values", &sim::split_values, "list"_a);
   m.def("_progress_bar", &sim::progress_bar, "done"_a, "total"_a);
   m.attr("_source_dir") = KVSIM_SOURCE_DIR;

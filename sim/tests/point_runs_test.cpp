@@ -52,7 +52,7 @@ ScenarioSource small() {
 
 TEST(PointRunsTest, ChildResultEqualsAnInProcessRun) {
   const std::vector<ScenarioOverride> point = {{"hardware.scale_out.bandwidth", "400Gb/s"}};
-  RunResult here = run_scenario(small().load(point), RunOptions{true, {}});
+  RunResult here = run_scenario(small().load(point), RunOptions{true, {}, {}});
   std::vector<std::size_t> requests_seen;
   PointRunOptions o;
   o.trace = true;
@@ -76,7 +76,7 @@ TEST(PointRunsTest, ChildResultEqualsAnInProcessRun) {
 }
 
 TEST(PointRunsTest, CodecRoundTripsExactly) {
-  RunResult r = run_scenario(small().load({}), RunOptions{false, {}});
+  RunResult r = run_scenario(small().load({}), RunOptions{false, {}, {}});
   r.links.push_back({"x", "roce", 1.0 / 3.0, 0.1 + 0.2});
   const RunResult back = decode_result(encode_result(r), r.scenario);
   EXPECT_EQ(result_json(back), result_json(r));

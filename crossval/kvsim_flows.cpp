@@ -1,0 +1,159 @@
+// kvsim's side of the cross-validation tier (crossval/README.md):
+//   kvsim_flows fluid IN.json OUT.json             a flow set through kvsim's FluidNetwork
+//   kvsim_flows record SCENARIO OUT.json [k=v...]  a scenario's transfers, as the Fabric ran them
+//   kvsim_flows fabric-random SEED OUT.json        random batches on two A2 servers, a RoCE link
+//                                                  degrading mid-flight, as the Fabric ran them
+// Recorded sets carry the Fabric's own finish times (fabric_finish_ps) for the comparison.
+#define SC_INCLUDE_DYNAMIC_PROCESSES
+#include <systemc>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "crossval/fabric_recorder.h"
+#include "crossval/flow_set.h"
+#include "model/preset.h"
+#include "model/sim_kernel.h"
+#include "sim/runner.h"
+#include "sim/scenario.h"
+
+namespace kvsim::crossval {
+namespace {
+
+int fluid(const std::string& in, const std::string& out) {
+  const FlowSet set = read_flow_set(in);
+  nlohmann::json j = {{"engine", "kvsim fluid"}, {"flows", nlohmann::json::array()}};
+  for (const Finish& f : run_fluid(set)) {
+    j["flows"].push_back({{"id", f.id}, {"finish_ps", f.at}});
+  }
+  std::ofstream o(out);
+  o << j.dump(1) << '\n';
+  return o ? 0 : 1;
+}
+
+int record(const std::string& scenario_path, const std::string& out,
+           const std::vector<sim::ScenarioOverride>& overrides) {
+  const sim::Scenario scenario = sim::load_scenario(scenario_path, overrides);
+  std::unique_ptr<FabricRecorder> recorder;
+  sim::RunOptions options;
+  options.trace = false;
+  options.attach = [&](model::Fabric& fabric) {
+    recorder = std::make_unique<FabricRecorder>(fabric);
+    fabric.set_observer(recorder.get());
+  };
+  const sim::RunResult result = sim::run_scenario(scenario, options);
+  for (const sim::RequestResult& r : result.requests) {
+    if (!r.ok) throw std::runtime_error("request " + std::to_string(r.id) + ": " + r.status);
+  }
+  write_flow_set(recorder->flow_set(std::filesystem::path(scenario_path).stem().string(),
+                                    "the transfers of scenario " + scenario_path),
+                 out);
+  return 0;
+}
+
+// Batches of random sizes, block counts, engines and start times between the 16 NPUs of two
+// Atlas 800 A2 servers (HCCS mesh inside a server, RoCE between them, and copies inside one
+// HBM), while one RoCE link degrades to 40 % and recovers.
+int fabric_random(std::uint32_t seed, const std::string& out) {
+  model::fresh_kernel();
+  const model::TopologySpec spec = model::load_preset("atlas-a2");
+  auto fabric = std::make_unique<model::Fabric>("fabric", spec);
+  FabricRecorder recorder(*fabric);
+  fabric->set_observer(&recorder);
+  model::Topology& topo = fabric->topology();
+  std::mt19937_64 rng(seed);
+  auto pick = [&rng](std::uint64_t lo, std::uint64_t hi) {
+    return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
+  };
+  const int devices = topo.device_count();
+  std::size_t ended = 0;
+  const int batches = 40;
+  for (int i = 0; i < batches; ++i) {
+    const int src = static_cast<int>(pick(0, static_cast<std::uint64_t>(devices - 1)));
+    const std::uint64_t kind = pick(0, 9);  // 0: same HBM, 1-4: HCCS, 5-9: RoCE
+    int dst = src;
+    if (kind >= 1 && kind <= 4) {
+      dst =
+          (src / 8) * 8 + static_cast<int>((static_cast<std::uint64_t>(src % 8) + pick(1, 7)) % 8);
+    } else if (kind >= 5) {
+      dst = (1 - src / 8) * 8 + static_cast<int>(pick(0, 7));
+    }
+    const std::uint64_t block = 4096ull << pick(0, 10);  // 4 KiB .. 4 MiB
+    const std::uint64_t count = pick(1, 96);
+    const std::uint64_t a = topo.memory(topo.device_memory(src)).allocate(block * count, 2 << 20);
+    const std::uint64_t b = topo.memory(topo.device_memory(dst)).allocate(block * count, 2 << 20);
+    std::vector<model::CopyDescriptor> descs;
+    for (std::uint64_t k = 0; k < count; ++k)
+      descs.push_back({a + k * block, b + k * block, block});
+    const model::EngineRef engine{src, static_cast<int>(pick(0, 3))};
+    const sc_core::sc_time at(static_cast<double>(pick(0, 3000)), sc_core::SC_US);
+    sc_core::sc_spawn([&fabric, &ended, engine, descs, at]() mutable {
+      sc_core::wait(at);
+      fabric->post(engine, std::move(descs), [&ended](const model::BatchOutcome& o) {
+        if (!o.ok) throw std::runtime_error("a batch failed: " + o.error);
+        ++ended;
+      });
+    });
+  }
+  const std::string link = "roce n" + std::to_string(0) + "d" + std::to_string(pick(0, 7));
+  fabric->schedule_link_event(link, 1500 * model::kUs, {model::LinkEvent::Kind::kDegrade, 0.4});
+  fabric->schedule_link_event(link, 4000 * model::kUs, {model::LinkEvent::Kind::kUp, 1.0});
+  model::run_to_completion();
+  if (ended != static_cast<std::size_t>(batches))
+    throw std::runtime_error("batches left unfinished");
+  write_flow_set(
+      recorder.flow_set("fabric-random-" + std::to_string(seed),
+                        "40 random batches on two Atlas 800 A2 servers, seed " +
+                            std::to_string(seed) + ", " + link + " at 40 % from 1.5 ms to 4 ms"),
+      out);
+  fabric.reset();
+  model::fresh_kernel();
+  return 0;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: kvsim_flows fluid IN.json OUT.json\n"
+               "       kvsim_flows record SCENARIO.yaml OUT.json [key=value ...]\n"
+               "       kvsim_flows fabric-random SEED OUT.json\n");
+  return 2;
+}
+
+}  // namespace
+}  // namespace kvsim::crossval
+
+int sc_main(int argc, char* argv[]) {
+  using namespace kvsim::crossval;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() == 3 && args[0] == "fluid") return fluid(args[1], args[2]);
+    if (args.size() >= 3 && args[0] == "record") {
+      std::vector<kvsim::sim::ScenarioOverride> overrides;
+      for (std::size_t i = 3; i < args.size(); ++i) {
+        const std::size_t eq = args[i].find('=');
+        if (eq == std::string::npos) {
+          std::fprintf(stderr, "kvsim_flows: override '%s' must be key=value\n", args[i].c_str());
+          return 2;
+        }
+        overrides.emplace_back(args[i].substr(0, eq), args[i].substr(eq + 1));
+      }
+      return record(args[1], args[2], overrides);
+    }
+    if (args.size() == 3 && args[0] == "fabric-random") {
+      return fabric_random(static_cast<std::uint32_t>(std::stoul(args[1])), args[2]);
+    }
+    return usage();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvsim_flows: %s\n", e.what());
+    return 1;
+  }
+}
