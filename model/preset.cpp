@@ -129,6 +129,7 @@ std::vector<UncertainParameter> read_uncertain(const YAML::Node& root, const std
       value.reset(value[part]);
     }
     if (!value.IsScalar()) fail(entry.first, "uncertain." + p.key, "names no scalar");
+    p.value = value.Scalar();
     YamlReader r(entry.second, origin, "uncertain." + p.key);
     p.low = r.text("low");
     p.high = r.text("high");

@@ -49,8 +49,9 @@ struct DmaSpec {
 /// A preset value that was fitted or inferred ([I]), with the range it could plausibly take
 /// (what `kvsim sensitivity` varies) and where value and range come from.
 struct UncertainParameter {
-  std::string key;  ///< dotted preset key, "dma.descriptor_cost"
-  std::string low;  ///< as written, in the key's unit
+  std::string key;    ///< dotted preset key, "dma.descriptor_cost"
+  std::string value;  ///< the preset file's own value, as written (before overrides)
+  std::string low;    ///< as written, in the key's unit
   std::string high;
   std::string source;     ///< the evidence for the value and the range
   std::string fitted_to;  ///< calibration rows the value was fitted to ("" if only inferred)

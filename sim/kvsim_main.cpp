@@ -248,6 +248,12 @@ int sc_main(int argc, char* argv[]) {
   if (argc >= 2 && std::string(argv[1]) == "sensitivity") {
     return run_python_module("kvsim.sensitivity", argc, argv);
   }
+  if (argc >= 2 && std::string(argv[1]) == "validate") {
+    return run_python_module("kvsim.validation", argc, argv);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "calibrate") {
+    return run_python_module("kvsim.calibration", argc, argv);
+  }
   CLI::App app{"kvsim: KV-cache transfer testbed on a SystemC model of NPUs, HBM and links"};
   app.require_subcommand(1);
   app.add_subcommand("launch",
@@ -256,6 +262,12 @@ int sc_main(int argc, char* argv[]) {
   app.add_subcommand("sensitivity",
                      "Vary the preset's inferred parameters over their plausible ranges: tornado "
                      "plots, and whether a sweep's conclusion holds (kvsim sensitivity --help)");
+  app.add_subcommand("validate",
+                     "Predict published hardware measurements (scenarios/validation) and "
+                     "tabulate the errors (kvsim validate --help)");
+  app.add_subcommand("calibrate",
+                     "Refit a preset's fitted values to their published rows, with leave-one-out "
+                     "errors (kvsim calibrate --help)");
   std::string preset = "atlas-a2";
   std::vector<std::string> preset_sets;
   CLI::App* demo = app.add_subcommand("demo", "Representative transfers on a hardware preset");

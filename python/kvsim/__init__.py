@@ -12,14 +12,16 @@ import threading  # noqa: F401 - first imported by the script's own thread state
 
 
 def _use_installed_data():
-    """An installed package carries presets, models, the scenario library and reports/."""
+    """An installed package carries presets, models, the scenario library, the validation and
+    calibration data, and reports/."""
     here = os.path.dirname(__file__)
     presets = os.path.join(here, "presets")
     if os.path.isdir(presets):
         os.environ["KVSIM_PRESET_PATH"] = os.pathsep.join(
             p for p in (os.environ.get("KVSIM_PRESET_PATH"), presets) if p)
     for var, name in (("KVSIM_MODELS", "models.yaml"), ("KVSIM_SCENARIO_LIBRARY", "library"),
-                      ("KVSIM_REPORTS_DIR", "reports")):
+                      ("KVSIM_REPORTS_DIR", "reports"), ("KVSIM_VALIDATION_DIR", "validation"),
+                      ("KVSIM_CALIBRATION_DIR", "calibration")):
         path = os.path.join(here, name)
         if var not in os.environ and os.path.exists(path):
             os.environ[var] = path

@@ -130,8 +130,8 @@ void bind_results(py::module_& m) {
              model::load_preset(s.preset, s.hardware_overrides).uncertain) {
           bool pinned = false;
           for (const auto& o : s.hardware_overrides) pinned = pinned || o.first == p.key;
-          out.append(py::dict("key"_a = p.key, "low"_a = p.low, "high"_a = p.high,
-                              "source"_a = p.source, "fitted_to"_a = p.fitted_to,
+          out.append(py::dict("key"_a = p.key, "value"_a = p.value, "low"_a = p.low,
+                              "high"_a = p.high, "source"_a = p.source, "fitted_to"_a = p.fitted_to,
                               "pinned"_a = pinned, "preset"_a = s.preset));
         }
         return out;

@@ -1,0 +1,143 @@
+"""kvsim's predictions against published measurements on real hardware (never fitted to them).
+
+``kvsim validate`` (or ``kvsim.validation.validate()``) runs every row of
+scenarios/validation/published.yaml: the row's scenario with its overrides, as `kvsim run` runs
+it, and compares the row's metric with the published figure. Writes validation.md (the table),
+validation.json and, unless --no-report, a predicted-against-published plot.
+"""
+import argparse
+import json
+import os
+import sys
+
+import yaml
+
+from kvsim import _core
+from kvsim import results as _results
+
+__all__ = ["validation_dir", "validate", "main"]
+
+UNITS = {"effective_gbps": "GB/s", "exposed_ms": "ms"}
+
+
+def validation_dir():
+    """scenarios/validation: $KVSIM_VALIDATION_DIR, else the source tree's."""
+    return os.environ.get("KVSIM_VALIDATION_DIR") or os.path.join(
+        _core._source_dir, "scenarios", "validation")
+
+
+def _metric(result, metric):
+    reqs = result.requests
+    if metric == "effective_gbps":
+        return sum(r["effective_gbps"] for r in reqs) / len(reqs)
+    if metric == "exposed_ms":
+        return sum(r["exposed_us"] for r in reqs) / len(reqs) / 1e3
+    raise ValueError(f"metric must be one of {', '.join(UNITS)}, not {metric!r}")
+
+
+def validate(folder=None, jobs=None, progress=True):
+    """Runs every published row; returns a list of dicts (label, metric, published, predicted,
+    error_pct, source, scenario, ok)."""
+    folder = folder or validation_dir()
+    with open(os.path.join(folder, "published.yaml")) as f:
+        rows = yaml.safe_load(f)["rows"]
+    by_scenario = {}
+    for i, row in enumerate(rows):
+        if row["metric"] not in UNITS:
+            raise ValueError(f"published.yaml row {i}: metric must be one of "
+                             f"{', '.join(UNITS)}, not {row['metric']!r}")
+        by_scenario.setdefault(row["scenario"], []).append(i)
+    out = [None] * len(rows)
+    done = [0]
+    for scenario, indices in by_scenario.items():
+        source = _results._source(os.path.join(folder, scenario))
+        points = [[(k, str(v)) for k, v in (rows[i].get("set") or {}).items()] for i in indices]
+        cb = None
+        if progress:
+            def cb(_d, _t, base=done[0]):
+                sys.stderr.write("\r" + _core._progress_bar(base + _d, len(rows)).replace(
+                    "points", "published figures"))
+                sys.stderr.flush()
+        outcomes = _core._run_points(source, points, jobs or os.cpu_count() or 1, False, cb, None)
+        done[0] += len(indices)
+        for i, p in zip(indices, outcomes):
+            row = rows[i]
+            if p.result is None:
+                raise RuntimeError(f"{scenario} {row.get('set')}: {p.error}")
+            result = _results.Result(p.result, p.overrides)
+            predicted = _metric(result, row["metric"])
+            out[i] = {"label": row["label"], "scenario": scenario, "set": row.get("set") or {},
+                      "metric": row["metric"], "unit": UNITS[row["metric"]],
+                      "published": row["published"], "predicted": predicted,
+                      "error_pct": 100.0 * (predicted - row["published"]) / row["published"],
+                      "source": row["source"], "ok": result.ok}
+    if progress:
+        sys.stderr.write("\n")
+    return out
+
+
+def markdown(rows):
+    lines = ["| measurement | published | kvsim | error | source |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['label']} | {r['published']:.4g} {r['unit']} | "
+                     f"{r['predicted']:.4g} {r['unit']} | {r['error_pct']:+.0f} % | {r['source']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axs = plt.subplots(1, 2, figsize=(11, 4.6))
+    for ax, unit in zip(axs, ("GB/s", "ms")):
+        mine = [r for r in rows if r["unit"] == unit]
+        groups = {}
+        for r in mine:
+            groups.setdefault(r["scenario"], []).append(r)
+        for name, rs in groups.items():
+            ax.scatter([r["published"] for r in rs], [r["predicted"] for r in rs], label=name[:-5])
+        values = [r["published"] for r in mine] + [r["predicted"] for r in mine]
+        lo, hi = min(values) / 1.5, max(values) * 1.5
+        ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
+        ax.fill_between([lo, hi], [lo / 1.25, hi / 1.25], [lo * 1.25, hi * 1.25], color="grey",
+                        alpha=0.2, label="within 25 %")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"published ({unit})")
+        ax.set_ylabel(f"kvsim ({unit})")
+        ax.legend(fontsize=7)
+    axs[0].set_title("Bandwidth by block size (microbenchmarks)", fontsize=9)
+    axs[1].set_title("KV transfer time of one request (serving engines)", fontsize=9)
+    fig.suptitle("kvsim's predictions against published hardware measurements (no fitting)")
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(out_dir, f"validation.{ext}"), dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="kvsim validate", description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--out", default=os.path.join("out", "validation"))
+    ap.add_argument("--dir", default=None, help="a folder with published.yaml and its scenarios")
+    ap.add_argument("-j", "--jobs", type=int, default=None)
+    ap.add_argument("--no-report", action="store_true", help="no plot")
+    args = ap.parse_args(argv)
+    try:
+        rows = validate(args.dir, args.jobs)
+    except (ValueError, RuntimeError, OSError, KeyError) as e:
+        print(f"kvsim validate: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "validation.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    table = markdown(rows)
+    with open(os.path.join(args.out, "validation.md"), "w") as f:
+        f.write(table)
+    if not args.no_report:
+        plot(rows, args.out)
+    print(table, end="")
+    print(f"{len(rows)} published figures: {args.out}/validation.md")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

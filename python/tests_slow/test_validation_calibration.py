@@ -1,0 +1,48 @@
+"""kvsim validate and kvsim calibrate: predictions against published figures (no fitting), and
+fits of the presets' fitted values with leave-one-out errors."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from kvsim import calibration, validation
+
+CLI = os.environ.get("KVSIM_CLI")
+
+
+def test_validate_predicts_every_published_row(tmp_path):
+    done = subprocess.run([CLI, "validate", "-o", str(tmp_path)], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "validation.json").read_text())
+    published = validation.yaml.safe_load(
+        open(os.path.join(validation.validation_dir(), "published.yaml")))["rows"]
+    assert len(rows) == len(published) >= 4
+    assert len({r["source"] for r in rows if r["source"] != "same table"}) >= 4
+    for r, p in zip(rows, published):
+        assert r["published"] == p["published"] and r["predicted"] > 0
+        assert r["error_pct"] == pytest.approx(100 * (r["predicted"] / r["published"] - 1))
+    assert (tmp_path / "validation.png").stat().st_size > 0
+    table = (tmp_path / "validation.md").read_text()
+    assert table.count("\n") == len(rows) + 2
+
+
+def test_calibrate_fits_within_the_ranges_and_leaves_one_out(tmp_path):
+    c = calibration.calibrate("hixl-a2", steps=4, progress=False)
+    keys = {p["key"] for p in c["params"]}
+    assert keys == {"dma.descriptor_cost", "scale_up.efficiency"}
+    assert len(c["rows"]) == 8
+    # The fit on all rows is no worse than the preset's own values on them.
+    sq = lambda k: sum((r[k] / 100) ** 2 for r in c["rows"])  # noqa: E731
+    assert sq("fitted_error_pct") <= sq("preset_error_pct") + 1e-9
+    # Each leave-one-out fit stays inside the plausible ranges and differs from the full fit
+    # somewhere (a row left out moves it).
+    from kvsim import _core
+    for r in c["rows"]:
+        for p in c["params"]:
+            x = _core._quantity(r["loo_values"][p["key"]])[1]
+            assert _core._quantity(p["low"])[1] <= x <= _core._quantity(p["high"])[1]
+    assert any(r["loo_values"] != c["fitted_values"] for r in c["rows"])
+    with pytest.raises(ValueError, match="no calibration dataset 'nope'"):
+        calibration.calibrate("nope", progress=False)
