@@ -326,6 +326,7 @@ def render(out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     with open(os.path.join(out_dir, "sensitivity.json")) as f:
         data = json.load(f)
@@ -333,16 +334,22 @@ def render(out_dir):
                     data["metric"], data["rows"], data["conclusions"], data["thresholds"])
     grids = sorted({r["grid"] for r in s.rows})
     shown = grids[:6]
-    fig, axs = plt.subplots(1, len(shown), figsize=(5.6 * len(shown), 0.35 * len(s.params) + 1.6),
+    cols = min(3, len(shown))
+    rows = (len(shown) + cols - 1) // cols
+    fig, axs = plt.subplots(rows, cols, figsize=(5.6 * cols, (0.32 * min(12, len(s.params)) + 1.4) * rows),
                             squeeze=False, sharey=False)
-    fig.subplots_adjust(wspace=0.95)
-    for ax, gi in zip(axs[0], shown):
+    fig.subplots_adjust(wspace=0.95, hspace=0.45)
+    for ax in axs.flat[len(shown):]:
+        ax.set_visible(False)
+    for ax, gi in zip(axs.flat, shown):
         bars, base = s.tornado(gi)
         top = bars[:12][::-1]
         for y, (key, lo, hi) in enumerate(top):
             ax.barh(y, lo - base, left=base, color="#4878a8", height=0.6)
             ax.barh(y, hi - base, left=base, color="#d0823a", height=0.6)
         ax.axvline(base, color="black", lw=0.8)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
         ax.set_yticks(range(len(top)), [k for k, _, _ in top], fontsize=8)
         sweep = next(r["sweep"] for r in s.rows if r["grid"] == gi)
         ax.set_title(_grid_label(list(sweep.items())), fontsize=9)
