@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -54,30 +55,72 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::vector<mode
   }
 }
 
-std::vector<Request> read_trace(const std::string& path, const YamlReader& at) {
-  std::ifstream in(path);
-  if (!in) at.fail_key("trace", "names a file that cannot be read: " + path);
-  std::vector<Request> out;
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty() || line[0] == '#' || line.rfind("arrival", 0) == 0) continue;
-    std::stringstream ss(line);
-    double arrival_ms = 0;
-    char comma = 0;
-    long long tokens = 0;
-    if (!(ss >> arrival_ms >> comma >> tokens) || comma != ',' || arrival_ms < 0 || tokens <= 0) {
-      throw ModelError(
-          ErrorKind::kFormat,
-          path + ":" + std::to_string(n) +
-              ": expected 'arrival_ms,prompt_tokens' with arrival >= 0 and tokens > 0");
-    }
-    out.push_back({static_cast<SimTime>(std::llround(arrival_ms * static_cast<double>(model::kMs))),
-                   static_cast<std::uint64_t>(tokens)});
+// A length: a number, {min, max} (uniform) or {distribution: lognormal, median, sigma, min, max}.
+serving::LengthSpec read_length(YamlReader& w, const std::string& key) {
+  serving::LengthSpec l;
+  if (!w.node()[key].IsMap()) {
+    l.value = static_cast<std::uint64_t>(w.integer(key, key == "output_tokens" ? 0 : 1, 1 << 24));
+    return l;
   }
-  if (out.empty()) at.fail_key("trace", "names a file with no requests: " + path);
-  return out;
+  YamlReader r = w.child(key);
+  if (r.has("distribution")) {
+    if (r.text("distribution") != "lognormal") {
+      r.fail_key("distribution", "must be lognormal (or give min and max for uniform)");
+    }
+    l.kind = serving::LengthSpec::Kind::kLognormal;
+    l.median = r.real("median", 0, 1 << 24);
+    l.sigma = r.real("sigma", 0, 10);
+    l.min = r.has("min") ? static_cast<std::uint64_t>(r.integer("min", 1, 1 << 24)) : 1;
+    l.max = r.has("max") ? static_cast<std::uint64_t>(r.integer("max", 1, 1 << 24)) : 1 << 24;
+  } else {
+    l.kind = serving::LengthSpec::Kind::kUniform;
+    l.min = static_cast<std::uint64_t>(r.integer("min", 1, 1 << 24));
+    l.max = static_cast<std::uint64_t>(r.integer("max", 1, 1 << 24));
+  }
+  if (l.max < l.min) w.fail_key(key, "has max < min");
+  return l;
+}
+
+// workload.trace: a path, or {file, format, rate_scale, window: {from, to}, max_prompt_tokens,
+// limit}.
+std::vector<Request> read_workload_trace(YamlReader& w, const std::string& base_dir) {
+  serving::TraceOptions o;
+  std::string file;
+  if (w.node()["trace"].IsMap()) {
+    YamlReader t = w.child("trace");
+    file = t.text("file");
+    if (t.has("format")) {
+      o.format = t.parsed<serving::TraceFormat>("format", [](const std::string& f) {
+        try {
+          return serving::trace_format_from_string(f);
+        } catch (const std::invalid_argument& e) {
+          throw ModelError(ErrorKind::kInvalidArgument, e.what());
+        }
+      });
+    }
+    if (t.has("rate_scale")) o.rate_scale = t.real("rate_scale", 0, 1e6);
+    if (t.has("window")) {
+      YamlReader win = t.child("window");
+      if (win.has("from")) o.window_from = win.time("from");
+      if (win.has("to")) o.window_to = win.time("to");
+      if (o.window_from && o.window_to && *o.window_to <= *o.window_from) {
+        t.fail_key("window", "must end after it starts");
+      }
+    }
+    if (t.has("max_prompt_tokens")) {
+      o.max_prompt_tokens = static_cast<std::uint64_t>(t.integer("max_prompt_tokens", 1, 1 << 24));
+    }
+    if (t.has("limit")) o.limit = static_cast<std::size_t>(t.integer("limit", 1, 10'000'000));
+  } else {
+    file = w.text("trace");
+  }
+  std::filesystem::path p = file;
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  try {
+    return serving::read_trace(p.string(), o);
+  } catch (const std::invalid_argument& e) {
+    w.fail_key("trace", std::string("is unusable: ") + e.what());
+  }
 }
 
 Scenario read(const YAML::Node& root, const std::string& origin, const std::string& base_dir) {
@@ -154,29 +197,35 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
   {
     YamlReader w = top.child("workload");
     if (w.has("trace")) {
-      std::filesystem::path p = w.text("trace");
-      if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
-      s.requests = read_trace(p.string(), w);
+      s.requests = read_workload_trace(w, base_dir);
     } else {
-      const auto count = static_cast<std::size_t>(w.integer("requests", 1, 1'000'000));
-      const SimTime interval = w.time("interval");
-      const YAML::Node tokens = w.need("prompt_tokens");
-      std::uint64_t lo = 0, hi = 0;
-      if (tokens.IsMap()) {
-        YamlReader range = w.child("prompt_tokens");
-        lo = static_cast<std::uint64_t>(range.integer("min", 1, 1 << 24));
-        hi = static_cast<std::uint64_t>(range.integer("max", 1, 1 << 24));
-        if (hi < lo) w.fail_key("prompt_tokens", "has max < min");
+      serving::SyntheticSpec spec;
+      spec.count = static_cast<std::size_t>(w.integer("requests", 1, 1'000'000));
+      if (w.has("arrivals")) {
+        YamlReader a = w.child("arrivals");
+        const std::string process = a.text("process");
+        if (process == "poisson") {
+          spec.process = serving::SyntheticSpec::Process::kPoisson;
+        } else if (process == "gamma") {
+          spec.process = serving::SyntheticSpec::Process::kGamma;
+          spec.cv = a.real("cv", 0, 100);
+        } else if (process == "uniform") {
+          spec.process = serving::SyntheticSpec::Process::kUniform;
+        } else {
+          a.fail_key("process", "must be poisson, gamma or uniform");
+        }
+        spec.rate = a.real("rate", 0, 1e9);  // requests per second
+        if (w.has("interval")) w.fail_key("interval", "cannot go with arrivals (give a rate)");
       } else {
-        lo = hi = static_cast<std::uint64_t>(w.integer("prompt_tokens", 1, 1 << 24));
+        spec.interval = w.time("interval");
       }
-      const std::uint64_t seed =
-          w.has("seed") ? static_cast<std::uint64_t>(w.integer("seed", 0, INT64_MAX)) : 1;
-      std::mt19937_64 rng(
-          seed);  // fixed algorithm: the same seed gives the same workload everywhere
-      for (std::size_t i = 0; i < count; ++i) {
-        const std::uint64_t t = lo == hi ? lo : lo + rng() % (hi - lo + 1);
-        s.requests.push_back({static_cast<SimTime>(i) * interval, t});
+      spec.prompt = read_length(w, "prompt_tokens");
+      if (w.has("output_tokens")) spec.output = read_length(w, "output_tokens");
+      spec.seed = w.has("seed") ? static_cast<std::uint64_t>(w.integer("seed", 0, INT64_MAX)) : 1;
+      try {
+        s.requests = serving::synthesize(spec);
+      } catch (const std::invalid_argument& e) {
+        w.fail_key("requests", std::string("cannot be drawn: ") + e.what());
       }
     }
   }

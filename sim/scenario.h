@@ -12,14 +12,12 @@
 #include "model/fabric.h"
 #include "model/preset.h"
 #include "sim/llm_model.h"
+#include "sim/serving/workload.h"
 
 namespace kvsim::sim {
 
-/// One request of the workload.
-struct Request {
-  model::SimTime arrival = 0;
-  std::uint64_t prompt_tokens = 0;
-};
+/// One request of the workload (arrival, prompt and output tokens, Mooncake prefix hashes).
+using Request = serving::WorkloadRequest;
 
 /// A link fault at a simulated time.
 struct FaultSpec {
