@@ -140,9 +140,9 @@ def test_random_leaf_spine_fabric(seed):
     compare(flow_sets.leaf_spine(seed))
 
 
-def recorded(name, *args):
+def recorded(name, mode, first, *overrides):
     path = os.path.join(OUT, name + ".json")
-    run(KVSIM_FLOWS, *args, path)
+    run(KVSIM_FLOWS, mode, first, path, *overrides)
     with open(path) as f:
         s = json.load(f)
     s["name"] = name
@@ -159,6 +159,15 @@ def test_fabric_random_batches_with_a_degrading_link(seed):
 
 # pa-block16's 20,480 flows would take SimGrid's solver ~20 min (it grows with the square of the
 # flows sharing a link); these two give ~5,000 each.
+def test_fabric_random_batches_on_an_oversubscribed_leaf_spine():
+    # Four A2 servers, two per leaf, two spines at 2:1, NICs shared by two NPUs each.
+    s, fabric = recorded("fabric-leaf-spine", "fabric-random", "3", "nodes=4",
+                         "fabric.nics_per_node=4", "fabric.nodes_per_leaf=2", "fabric.spines=2",
+                         "fabric.oversubscription=2")
+    assert any(r["name"].startswith("leaf") for r in s["resources"]), "no flow crossed a spine"
+    compare(s, fabric=fabric)
+
+
 @pytest.mark.parametrize("scenario", ["a2-llama70b-roce", "a3-hccs"])
 def test_a_scenarios_transfers(scenario):
     s, fabric = recorded("scenario-" + scenario, "record",

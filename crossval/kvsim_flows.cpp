@@ -1,8 +1,10 @@
 // kvsim's side of the cross-validation tier (crossval/README.md):
 //   kvsim_flows fluid IN.json OUT.json             a flow set through kvsim's FluidNetwork
 //   kvsim_flows record SCENARIO OUT.json [k=v...]  a scenario's transfers, as the Fabric ran them
-//   kvsim_flows fabric-random SEED OUT.json        random batches on two A2 servers, a RoCE link
-//                                                  degrading mid-flight, as the Fabric ran them
+//   kvsim_flows fabric-random SEED OUT.json [k=v...]  random batches on A2 servers (preset
+//                                                  overrides: more nodes, leaf-spine), a RoCE
+//                                                  link degrading mid-flight, as the Fabric ran
+//                                                  them
 // Recorded sets carry the Fabric's own finish times (fabric_finish_ps) for the comparison.
 #define SC_INCLUDE_DYNAMIC_PROCESSES
 #include <systemc>
@@ -60,12 +62,13 @@ int record(const std::string& scenario_path, const std::string& out,
   return 0;
 }
 
-// Batches of random sizes, block counts, engines and start times between the 16 NPUs of two
-// Atlas 800 A2 servers (HCCS mesh inside a server, RoCE between them, and copies inside one
-// HBM), while one RoCE link degrades to 40 % and recovers.
-int fabric_random(std::uint32_t seed, const std::string& out) {
+// Batches of random sizes, block counts, engines and start times between the NPUs of Atlas 800
+// A2 servers (HCCS mesh inside a server, RoCE between them, and copies inside one HBM), while
+// one RoCE link degrades to 40 % and recovers.
+int fabric_random(std::uint32_t seed, const std::string& out,
+                  const std::vector<model::Override>& overrides) {
   model::fresh_kernel();
-  const model::TopologySpec spec = model::load_preset("atlas-a2");
+  const model::TopologySpec spec = model::load_preset("atlas-a2", overrides);
   auto fabric = std::make_unique<model::Fabric>("fabric", spec);
   FabricRecorder recorder(*fabric);
   fabric->set_observer(&recorder);
@@ -85,7 +88,10 @@ int fabric_random(std::uint32_t seed, const std::string& out) {
       dst =
           (src / 8) * 8 + static_cast<int>((static_cast<std::uint64_t>(src % 8) + pick(1, 7)) % 8);
     } else if (kind >= 5) {
-      dst = (1 - src / 8) * 8 + static_cast<int>(pick(0, 7));
+      const int nodes = topo.spec().nodes;
+      const int other =
+          (src / 8 + 1 + static_cast<int>(pick(0, static_cast<std::uint64_t>(nodes - 2)))) % nodes;
+      dst = other * 8 + static_cast<int>(pick(0, 7));
     }
     const std::uint64_t block = 4096ull << pick(0, 10);  // 4 KiB .. 4 MiB
     const std::uint64_t count = pick(1, 96);
@@ -104,7 +110,9 @@ int fabric_random(std::uint32_t seed, const std::string& out) {
       });
     });
   }
-  const std::string link = "roce n" + std::to_string(0) + "d" + std::to_string(pick(0, 7));
+  const model::Link& l =
+      topo.links().at(topo.route(topo.device_memory(0), topo.device_memory(8), 0, 0).links.front());
+  const std::string link = l.name;  // device 0's NIC
   fabric->schedule_link_event(link, 1500 * model::kUs, {model::LinkEvent::Kind::kDegrade, 0.4});
   fabric->schedule_link_event(link, 4000 * model::kUs, {model::LinkEvent::Kind::kUp, 1.0});
   model::run_to_completion();
@@ -124,7 +132,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: kvsim_flows fluid IN.json OUT.json\n"
                "       kvsim_flows record SCENARIO.yaml OUT.json [key=value ...]\n"
-               "       kvsim_flows fabric-random SEED OUT.json\n");
+               "       kvsim_flows fabric-random SEED OUT.json [key=value ...]\n");
   return 2;
 }
 
@@ -136,20 +144,18 @@ int sc_main(int argc, char* argv[]) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (args.size() == 3 && args[0] == "fluid") return fluid(args[1], args[2]);
-    if (args.size() >= 3 && args[0] == "record") {
-      std::vector<kvsim::sim::ScenarioOverride> overrides;
-      for (std::size_t i = 3; i < args.size(); ++i) {
-        const std::size_t eq = args[i].find('=');
-        if (eq == std::string::npos) {
-          std::fprintf(stderr, "kvsim_flows: override '%s' must be key=value\n", args[i].c_str());
-          return 2;
-        }
-        overrides.emplace_back(args[i].substr(0, eq), args[i].substr(eq + 1));
+    std::vector<std::pair<std::string, std::string>> overrides;
+    for (std::size_t i = 3; i < args.size(); ++i) {
+      const std::size_t eq = args[i].find('=');
+      if (eq == std::string::npos) {
+        std::fprintf(stderr, "kvsim_flows: override '%s' must be key=value\n", args[i].c_str());
+        return 2;
       }
-      return record(args[1], args[2], overrides);
+      overrides.emplace_back(args[i].substr(0, eq), args[i].substr(eq + 1));
     }
-    if (args.size() == 3 && args[0] == "fabric-random") {
-      return fabric_random(static_cast<std::uint32_t>(std::stoul(args[1])), args[2]);
+    if (args.size() >= 3 && args[0] == "record") return record(args[1], args[2], overrides);
+    if (args.size() >= 3 && args[0] == "fabric-random") {
+      return fabric_random(static_cast<std::uint32_t>(std::stoul(args[1])), args[2], overrides);
     }
     return usage();
   } catch (const std::exception& e) {

@@ -92,6 +92,18 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   }
   s.scale_up = read_link(top.child("scale_up"), true);
   s.scale_out = read_link(top.child("scale_out"), false);
+  if (top.has("fabric")) {
+    YamlReader f = top.child("fabric");
+    if (f.has("nics_per_node")) {
+      s.fabric.nics_per_node = static_cast<int>(f.integer("nics_per_node", 0, 64));
+    }
+    if (f.has("nodes_per_leaf")) {
+      s.fabric.nodes_per_leaf = static_cast<int>(f.integer("nodes_per_leaf", 0, 254));
+    }
+    if (f.has("spines")) s.fabric.spines = static_cast<int>(f.integer("spines", 1, 64));
+    if (f.has("oversubscription")) s.fabric.oversubscription = f.real("oversubscription", 0, 64);
+    if (f.has("uplink_latency")) s.fabric.uplink_latency = f.time("uplink_latency");
+  }
   s.host_link = read_link(top.child("host_link"), false);
   s.scale_up_over_scale_out = top.boolean("scale_up_over_scale_out");
   s.fault_detection_time = top.time("fault_detection_time");

@@ -1,6 +1,7 @@
 #include "model/topology.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -108,6 +109,15 @@ void TopologySpec::validate() const {
   parse_ipv4(ip_base, "ip_base");
   parse_ipv4(host_ip_base, "host_ip_base");
   const int devices = nodes * devices_per_node;
+  require(fabric.nics_per_node >= 0 && fabric.nics_per_node <= devices_per_node &&
+              (fabric.nics_per_node == 0 || devices_per_node % fabric.nics_per_node == 0),
+          "fabric.nics_per_node must divide devices_per_node (" + std::to_string(devices_per_node) +
+              "), got " + std::to_string(fabric.nics_per_node));
+  require(fabric.nodes_per_leaf >= 0, "fabric.nodes_per_leaf must be >= 0 (0: one switch)");
+  require(fabric.spines >= 1 && fabric.spines <= 64,
+          "fabric.spines must be in [1, 64], got " + std::to_string(fabric.spines));
+  require(fabric.oversubscription >= 1 && std::isfinite(fabric.oversubscription),
+          "fabric.oversubscription must be finite and >= 1");
   require(device_ips.empty() || static_cast<int>(device_ips.size()) == devices,
           "device_ips lists " + std::to_string(device_ips.size()) + " addresses for " +
               std::to_string(devices) + " devices");
@@ -168,9 +178,31 @@ Topology::Topology(const TopologySpec& spec, FluidNetwork& net) : spec_(spec), n
                    spec_.scale_up.type, spec_.scale_up));
     }
   }
+  const ScaleOutFabric& f = spec_.fabric;
+  const int nics = f.nics_per_node > 0 ? f.nics_per_node : dpn;
+  for (int n = 0; n < spec_.nodes; ++n) {
+    for (int i = 0; i < nics; ++i) {
+      // One NIC per device keeps the device's name ("roce n1d3"); shared ones are "roce n1nic0".
+      const std::string where = nics == dpn ? device_name(n * dpn + i)
+                                            : "n" + std::to_string(n) + "nic" + std::to_string(i);
+      nics_.push_back(add_link(std::string(to_string(spec_.scale_out.type)) + " " + where,
+                               spec_.scale_out.type, spec_.scale_out));
+    }
+  }
+  if (f.nodes_per_leaf > 0) {
+    const int leaves = (spec_.nodes + f.nodes_per_leaf - 1) / f.nodes_per_leaf;
+    LinkSpec uplink = spec_.scale_out;
+    uplink.latency = f.uplink_latency;
+    uplink.bandwidth =
+        spec_.scale_out.bandwidth * f.nodes_per_leaf * nics / f.oversubscription / f.spines;
+    for (int l = 0; l < leaves; ++l) {
+      for (int sp = 0; sp < f.spines; ++sp) {
+        uplinks_.push_back(add_link("leaf" + std::to_string(l) + "-spine" + std::to_string(sp),
+                                    spec_.scale_out.type, uplink));
+      }
+    }
+  }
   for (int d = 0; d < devices; ++d) {
-    nics_.push_back(add_link(std::string(to_string(spec_.scale_out.type)) + " " + device_name(d),
-                             spec_.scale_out.type, spec_.scale_out));
     pcie_.push_back(add_link(std::string(to_string(spec_.host_link.type)) + " " + device_name(d),
                              spec_.host_link.type, spec_.host_link));
   }
@@ -288,9 +320,36 @@ void Topology::route_devices(Route& r, int a, int b) const {
     }
     return;
   }
-  append_link(r, nics_[static_cast<std::size_t>(a)], true);
-  r.uses.push_back({links_[nics_[static_cast<std::size_t>(b)]].backward, 1.0});
-  r.links.push_back(nics_[static_cast<std::size_t>(b)]);
+  const std::uint32_t na = nics_[static_cast<std::size_t>(nic_of(a))];
+  const std::uint32_t nb = nics_[static_cast<std::size_t>(nic_of(b))];
+  append_link(r, na, true);
+  const int la = leaf_of(node_of(a)), lb = leaf_of(node_of(b));
+  if (la != lb) {
+    // Up to a spine and down: ECMP, a fixed hash of the NIC pair (as switches hash flows'
+    // headers: pseudo-random, but the same pair always takes the same spine).
+    std::uint64_t h =
+        (static_cast<std::uint64_t>(nic_of(a)) << 32) ^ static_cast<std::uint64_t>(nic_of(b));
+    h ^= h >> 33;  // the splitmix64 finaliser
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    const int spine = static_cast<int>(h % static_cast<std::uint64_t>(spec_.fabric.spines));
+    append_link(r, uplinks_[static_cast<std::size_t>(la * spec_.fabric.spines + spine)], true);
+    append_link(r, uplinks_[static_cast<std::size_t>(lb * spec_.fabric.spines + spine)], false);
+  }
+  r.uses.push_back({links_[nb].backward, 1.0});
+  r.links.push_back(nb);
+}
+
+int Topology::nic_of(int device) const {
+  const int dpn = spec_.devices_per_node;
+  const int nics = spec_.fabric.nics_per_node > 0 ? spec_.fabric.nics_per_node : dpn;
+  return node_of(device) * nics + (device % dpn) * nics / dpn;
+}
+
+int Topology::leaf_of(int node) const {
+  return spec_.fabric.nodes_per_leaf > 0 ? node / spec_.fabric.nodes_per_leaf : 0;
 }
 
 Route Topology::route(MemoryId src, MemoryId dst, int engine_device, int engine) const {

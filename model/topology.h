@@ -57,6 +57,16 @@ struct UncertainParameter {
   std::string fitted_to;  ///< calibration rows the value was fitted to ("" if only inferred)
 };
 
+/// The scale-out network between nodes: NICs shared by a node's devices, and leaf and spine
+/// switches. The defaults (one NIC per device, one non-blocking switch) are the flat fabric.
+struct ScaleOutFabric {
+  int nics_per_node = 0;        ///< 0: one per device; else devices_per_node must be a multiple
+  int nodes_per_leaf = 0;       ///< 0: every node on one non-blocking switch
+  int spines = 1;               ///< spine switches; a leaf has one uplink to each
+  double oversubscription = 1;  ///< a leaf's NIC bandwidth over its uplinks' bandwidth (>= 1)
+  SimTime uplink_latency = 0;   ///< one way, per leaf-spine-leaf crossing
+};
+
 /// Everything that describes a machine, as read from a preset and overrides.
 struct TopologySpec {
   std::string name;
@@ -70,9 +80,10 @@ struct TopologySpec {
   std::uint64_t host_capacity = 0;
   Bandwidth host_bandwidth = 0;
   DmaSpec dma;
-  LinkSpec scale_up;   ///< inside a scale-up domain (HCCS, UB, NVLink)
-  LinkSpec scale_out;  ///< between domains, one NIC per device (RoCE, InfiniBand)
-  LinkSpec host_link;  ///< host memory to device (PCIe)
+  LinkSpec scale_up;      ///< inside a scale-up domain (HCCS, UB, NVLink)
+  LinkSpec scale_out;     ///< between domains, per NIC (RoCE, InfiniBand)
+  ScaleOutFabric fabric;  ///< NIC sharing and leaf-spine switches
+  LinkSpec host_link;     ///< host memory to device (PCIe)
   bool scale_up_over_scale_out =
       false;  ///< route intra-domain traffic over NICs (HCCL_INTRA_ROCE_ENABLE)
   SimTime fault_detection_time = kMs;  ///< a batch on a downed link fails this long after the fault
@@ -146,6 +157,11 @@ class Topology {
   /// Index of the link with this name; throws kOutOfRange listing the naming scheme.
   std::uint32_t link_index(const std::string& name) const;
 
+  /// Index in nics_ of the NIC a device sends through.
+  int nic_of(int device) const;
+  /// Leaf switch of a node (0 on a flat fabric).
+  int leaf_of(int node) const;
+
   /// Path of a copy from `src` to `dst` carried out by `engine` of device `engine_device`.
   Route route(MemoryId src, MemoryId dst, int engine_device, int engine) const;
 
@@ -167,7 +183,8 @@ class Topology {
   std::vector<Link> links_;
   std::vector<std::uint32_t> mesh_links_;      ///< per node: local pair (i<j) -> link
   std::vector<std::uint32_t> scale_up_ports_;  ///< per device (switch shape)
-  std::vector<std::uint32_t> nics_;            ///< per device
+  std::vector<std::uint32_t> nics_;            ///< per NIC (node-major)
+  std::vector<std::uint32_t> uplinks_;         ///< per leaf and spine (leaf-major)
   std::vector<std::uint32_t> pcie_;            ///< per device
   std::vector<std::string> device_ips_;        ///< per device
   std::vector<std::string> host_ips_;          ///< per node

@@ -134,6 +134,61 @@ TEST(Topology, RoutesUseTheRightLinks) {
   EXPECT_EQ(seen.size(), 28u);
 }
 
+std::vector<std::string> link_names(const Topology& t, const Route& r) {
+  std::vector<std::string> out;
+  for (auto l : r.links) out.push_back(t.links()[l].name);
+  return out;
+}
+
+TEST(Topology, SharedNicsAndLeafSpineRoutes) {
+  FluidNetwork net;
+  const Topology t(load_preset("atlas-a2", {{"nodes", "4"},
+                                            {"fabric.nics_per_node", "4"},
+                                            {"fabric.nodes_per_leaf", "2"},
+                                            {"fabric.spines", "2"},
+                                            {"fabric.oversubscription", "2"}}),
+                   net);
+  // Devices 0 and 1 share NIC 0 of node 0; the same leaf needs no spine.
+  EXPECT_EQ(link_names(t, t.route(t.device_memory(1), t.device_memory(8), 1, 0)),
+            (std::vector<std::string>{"roce n0nic0", "roce n1nic0"}));
+  // Another leaf: up to the spine the NIC pair hashes to, and down the same spine.
+  const auto names = link_names(t, t.route(t.device_memory(2), t.device_memory(17), 2, 0));
+  ASSERT_EQ(names.size(), 4u);
+  EXPECT_EQ(names[0], "roce n0nic1");
+  EXPECT_EQ(names[1].substr(0, 11), "leaf0-spine");
+  EXPECT_EQ(names[2], "leaf1-spine" + names[1].substr(11));
+  EXPECT_EQ(names[3], "roce n2nic0");
+  const Route r = t.route(t.device_memory(2), t.device_memory(17), 2, 0);
+  EXPECT_EQ(r.latency, t.spec().scale_out.latency + 2 * t.spec().fabric.uplink_latency);
+  // An uplink carries the leaf's NIC bandwidth over oversubscription and spines:
+  // 2 nodes x 4 NICs x 200 Gb/s x 0.95 / 2 / 2.
+  const Link& up = t.links()[t.link_index("leaf0-spine0")];
+  EXPECT_DOUBLE_EQ(up.nominal_effective, 2 * 4 * 25e9 * 0.95 / 2 / 2);
+  // Oversubscribed: eight flows from leaf 0 to leaf 1, each on its own NIC pair, share their
+  // spine's uplink equally (47.5 GB/s over the flows ECMP put there), under the NICs' 23.75.
+  std::vector<FluidNetwork::FlowId> flows;
+  std::vector<std::string> spine_of;
+  for (int i = 0; i < 8; ++i) {
+    const int src = (i / 4) * 8 + (i % 4) * 2, dst = 16 + (i / 4) * 8 + (i % 4) * 2;
+    const Route route = t.route(t.device_memory(src), t.device_memory(dst), src, 0);
+    spine_of.push_back(link_names(t, route)[1]);
+    flows.push_back(net.add_flow(1e9, route.uses));
+  }
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const auto sharing = std::count(spine_of.begin(), spine_of.end(), spine_of[i]);
+    EXPECT_NEAR(net.rate(flows[i]), std::min(23.75e9, 47.5e9 / static_cast<double>(sharing)), 1e-3)
+        << spine_of[i];
+  }
+  const auto on_spine0 = std::count(spine_of.begin(), spine_of.end(), "leaf0-spine0");
+  EXPECT_GT(on_spine0, 0);  // ECMP spreads the pairs over both spines
+  EXPECT_LT(on_spine0, 8);
+}
+
+TEST(Topology, BadFabricsAreRefused) {
+  EXPECT_THROW(load_preset("atlas-a2", {{"fabric.nics_per_node", "3"}}), ModelError);
+  EXPECT_THROW(load_preset("atlas-a2", {{"fabric.oversubscription", "0.5"}}), ModelError);
+}
+
 TEST(Topology, IntraRoceOptionMovesTrafficToNics) {
   FluidNetwork net;
   Topology a2(load_preset("atlas-a2", {{"scale_up_over_scale_out", "true"}}), net);
