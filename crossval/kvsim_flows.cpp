@@ -74,9 +74,11 @@ int fabric_random(std::uint32_t seed, const std::string& out,
   fabric->set_observer(&recorder);
   model::Topology& topo = fabric->topology();
   std::mt19937_64 rng(seed);
-  auto pick = [&rng](std::uint64_t lo, std::uint64_t hi) {
-    return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
-  };
+  // Not std::uniform_int_distribution: its algorithm differs between standard libraries.
+  auto pick = [&rng](std::uint64_t lo, std::uint64_t hi) { return lo + rng() % (hi - lo + 1); };
+  if (spec.nodes < 2 || spec.devices_per_node != 8) {
+    throw std::invalid_argument("fabric-random needs at least 2 nodes of 8 devices (A2 servers)");
+  }
   const int devices = topo.device_count();
   std::size_t ended = 0;
   const int batches = 40;
@@ -118,10 +120,13 @@ int fabric_random(std::uint32_t seed, const std::string& out,
   model::run_to_completion();
   if (ended != static_cast<std::size_t>(batches))
     throw std::runtime_error("batches left unfinished");
+  std::string how;
+  for (const auto& [key, value] : overrides) how += ", " + key + "=" + value;
   write_flow_set(
       recorder.flow_set("fabric-random-" + std::to_string(seed),
-                        "40 random batches on two Atlas 800 A2 servers, seed " +
-                            std::to_string(seed) + ", " + link + " at 40 % from 1.5 ms to 4 ms"),
+                        "40 random batches on " + std::to_string(spec.nodes) +
+                            " Atlas 800 A2 servers" + how + ", seed " + std::to_string(seed) +
+                            ", " + link + " at 40 % from 1.5 ms to 4 ms"),
       out);
   fabric.reset();
   model::fresh_kernel();

@@ -142,6 +142,12 @@ std::vector<UncertainParameter> read_uncertain(const YAML::Node& root, const std
     }
     if (!value.IsScalar()) fail(entry.first, "uncertain." + p.key, "names no scalar");
     p.value = value.Scalar();
+    // The keys read_spec reads with integer().
+    static const char* const kIntegers[] = {
+        "nodes",           "devices_per_node",      "scale_up_nodes",       "dma.engines",
+        "dma.queue_depth", "dma.chunk_descriptors", "fabric.nics_per_node", "fabric.nodes_per_leaf",
+        "fabric.spines"};
+    for (const char* k : kIntegers) p.integer = p.integer || p.key == k;
     YamlReader r(entry.second, origin, "uncertain." + p.key);
     p.low = r.text("low");
     p.high = r.text("high");

@@ -336,7 +336,9 @@ void Topology::route_devices(Route& r, int a, int b) const {
     h ^= h >> 33;
     const int spine = static_cast<int>(h % static_cast<std::uint64_t>(spec_.fabric.spines));
     append_link(r, uplinks_[static_cast<std::size_t>(la * spec_.fabric.spines + spine)], true);
-    append_link(r, uplinks_[static_cast<std::size_t>(lb * spec_.fabric.spines + spine)], false);
+    const std::uint32_t down = uplinks_[static_cast<std::size_t>(lb * spec_.fabric.spines + spine)];
+    r.uses.push_back({links_[down].backward, 1.0});  // uplink_latency is per crossing: once
+    r.links.push_back(down);
   }
   r.uses.push_back({links_[nb].backward, 1.0});
   r.links.push_back(nb);

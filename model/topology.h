@@ -55,6 +55,7 @@ struct UncertainParameter {
   std::string high;
   std::string source;     ///< the evidence for the value and the range
   std::string fitted_to;  ///< calibration rows the value was fitted to ("" if only inferred)
+  bool integer = false;   ///< the key takes whole numbers only (engines, spines, ...)
 };
 
 /// The scale-out network between nodes: NICs shared by a node's devices, and leaf and spine

@@ -69,7 +69,8 @@ serving::LengthSpec read_length(YamlReader& w, const std::string& key) {
     }
     l.kind = serving::LengthSpec::Kind::kLognormal;
     l.median = r.real("median", 0, 1 << 24);
-    l.sigma = r.real("sigma", 0, 10);
+    l.sigma = r.real("sigma", -1, 10);  // (-1, 10]: 0 is a fixed length at the median
+    if (l.sigma < 0) r.fail_key("sigma", "must be >= 0");
     l.min = r.has("min") ? static_cast<std::uint64_t>(r.integer("min", 1, 1 << 24)) : 1;
     l.max = r.has("max") ? static_cast<std::uint64_t>(r.integer("max", 1, 1 << 24)) : 1 << 24;
   } else {

@@ -159,7 +159,7 @@ TEST(Topology, SharedNicsAndLeafSpineRoutes) {
   EXPECT_EQ(names[2], "leaf1-spine" + names[1].substr(11));
   EXPECT_EQ(names[3], "roce n2nic0");
   const Route r = t.route(t.device_memory(2), t.device_memory(17), 2, 0);
-  EXPECT_EQ(r.latency, t.spec().scale_out.latency + 2 * t.spec().fabric.uplink_latency);
+  EXPECT_EQ(r.latency, t.spec().scale_out.latency + t.spec().fabric.uplink_latency);
   // An uplink carries the leaf's NIC bandwidth over oversubscription and spines:
   // 2 nodes x 4 NICs x 200 Gb/s x 0.95 / 2 / 2.
   const Link& up = t.links()[t.link_index("leaf0-spine0")];

@@ -115,6 +115,8 @@ def calibrate(name, folder=None, jobs=None, steps=10, progress=True):
         raise ValueError(f"no calibration dataset {name!r} (have: {', '.join(have)})")
     with open(path) as f:
         data = yaml.safe_load(f)
+    if len(data.get("rows") or []) < 2:
+        raise ValueError(f"{path}: needs at least two rows (leave-one-out fits on the others)")
     model = _Model(folder, data, jobs or os.cpu_count() or 1)
     every = _core._uncertain(model.source, [("hardware.preset", data["preset"])])
     params = [p for p in every if p["fitted_to"] == name]

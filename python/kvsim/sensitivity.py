@@ -44,8 +44,7 @@ def _value(param, u):
         x = lo * (hi / lo) ** u
     else:
         x = lo + (hi - lo) * u
-    integer = kind == "number" and all(s.lstrip("-").isdigit() for s in (param["low"], param["high"]))
-    if integer:
+    if param.get("integer"):
         return str(int(round(x)))
     if kind == "number":
         return f"{x:.6g}"
@@ -168,13 +167,16 @@ def analyse(scenario, set=None, *, samples=8, seed=1, metric="mean_exposed_us", 
     axes = _results._sweep_axes(set) if set else []
     grid = _core._cross_product(axes) if axes else [[]]
     swept = {k for k, _ in axes}
+    if any(k == "hardware.preset" and len(v) > 1 for k, v in axes):
+        raise ValueError("set: hardware.preset cannot be swept here (each preset has its own "
+                         "uncertain parameters): analyse one preset at a time")
     every = _core._uncertain(source, grid[0])
     chosen, skipped = [], []
     for p in every:
         hw = "hardware." + p["key"]
-        if p["pinned"] or hw in swept or (params is not None and p["key"] not in params):
-            skipped.append(p["key"])
-        else:
+        if p["pinned"] or hw in swept:
+            skipped.append(p["key"])  # the scenario or the sweep sets it
+        elif params is None or p["key"] in params:
             chosen.append(p)
     if params is not None:
         unknown = {*params} - {p["key"] for p in every}
@@ -235,9 +237,13 @@ def _conclude(source, axes, grid, chosen, designs, rows, metric, flat_pct, steps
         values = [r[metric] for r in rows if r["grid"] == 0]
         bars = sorted(((abs(by[(0, f"high:{p['key']}")][metric] - by[(0, f"low:{p['key']}")][metric]),
                         p["key"]) for p in chosen), reverse=True)
+        if bars[0][0] == 0:
+            moved = "no parameter moves it"
+        else:
+            moved = f"the widest swing comes from {bars[0][1]}" + (
+                f", then {bars[1][1]}" if len(bars) > 1 and bars[1][0] > 0 else "")
         out.append(f"{label}: {min(values):.4g} to {max(values):.4g} over the plausible ranges "
-                   f"(baseline {base:.4g}); the widest swing comes from {bars[0][1]}"
-                   + (f", then {bars[1][1]}" if len(bars) > 1 else "") + ".")
+                   f"(baseline {base:.4g}); {moved}.")
         return out, thresholds
     first_key, first_values = axes[0][0], axes[0][1]
     inner = len(grid) // len(first_values)  # points per value of the first axis
@@ -292,7 +298,8 @@ def _conclude(source, axes, grid, chosen, designs, rows, metric, flat_pct, steps
         out.append(f"At {where}: {key.split('.')[-1]} {values[-1]} over {values[0]} gives "
                    f"{_ratio(min(ratio.values()))} to {_ratio(max(ratio.values()))} the {label} "
                    f"over the plausible ranges (baseline {_ratio(ratio['baseline'])}); "
-                   f"{bars[0][1]} moves it most.")
+                   + (f"{bars[0][1]} moves it most." if bars[0][0] > 0 else
+                      "no parameter moves it."))
     return out, thresholds
 
 
@@ -333,7 +340,7 @@ def render(out_dir):
     s = Sensitivity(data["scenario"], data["axes"], data["params"], data["skipped"],
                     data["metric"], data["rows"], data["conclusions"], data["thresholds"])
     grids = sorted({r["grid"] for r in s.rows})
-    shown = grids[:6]
+    shown = grids[:12]  # a tornado per sweep point, up to twelve
     cols = min(3, len(shown))
     rows = (len(shown) + cols - 1) // cols
     fig, axs = plt.subplots(rows, cols, figsize=(5.6 * cols, (0.32 * min(12, len(s.params)) + 1.4) * rows),

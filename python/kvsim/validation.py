@@ -91,6 +91,9 @@ def plot(rows, out_dir):
     fig, axs = plt.subplots(1, 2, figsize=(11, 4.6))
     for ax, unit in zip(axs, ("GB/s", "ms")):
         mine = [r for r in rows if r["unit"] == unit]
+        if not mine:
+            ax.set_visible(False)
+            continue
         groups = {}
         for r in mine:
             groups.setdefault(r["scenario"], []).append(r)

@@ -132,7 +132,7 @@ void bind_results(py::module_& m) {
           for (const auto& o : s.hardware_overrides) pinned = pinned || o.first == p.key;
           out.append(py::dict("key"_a = p.key, "value"_a = p.value, "low"_a = p.low,
                               "high"_a = p.high, "source"_a = p.source, "fitted_to"_a = p.fitted_to,
-                              "pinned"_a = pinned, "preset"_a = s.preset));
+                              "integer"_a = p.integer, "pinned"_a = pinned, "preset"_a = s.preset));
         }
         return out;
       },

@@ -65,6 +65,17 @@ def test_a_flat_curve_threshold_is_found_and_is_right():
     assert change(ps - step) >= 6.5 > change(ps + step)
 
 
+def test_real_valued_parameters_are_not_rounded():
+    s = sensitivity.analyse("a2-llama70b-roce", {"cache.block_tokens": ["128"]}, samples=4,
+                            params=["fabric.oversubscription", "dma.engines"], progress=False)
+    overs = [r["values"]["fabric.oversubscription"] for r in s.rows if r["design"].startswith("sample")]
+    engines = [r["values"]["dma.engines"] for r in s.rows if r["design"].startswith("sample")]
+    assert any("." in v for v in overs), overs          # a real number stays real
+    assert all(v.isdigit() for v in engines), engines    # an engine count stays whole
+    # Neither moves this flat-fabric run at all, and the words say so.
+    assert "no parameter moves it" in s.conclusions[0]
+
+
 def test_bad_input_is_refused_before_anything_runs():
     with pytest.raises(ValueError, match="metric must be one of"):
         sensitivity.analyse("a3-hccs", metric="speed", progress=False)
@@ -74,6 +85,9 @@ def test_bad_input_is_refused_before_anything_runs():
         sensitivity.analyse("a3-hccs", samples=-1, progress=False)
     with pytest.raises(ValueError, match="no uncertain parameter"):
         sensitivity.analyse("a3-hccs", params=[], progress=False)
+    with pytest.raises(ValueError, match="hardware.preset cannot be swept"):
+        sensitivity.analyse("a3-hccs", {"hardware.preset": ["atlas-a2", "atlas-a3"]},
+                            progress=False)
 
 
 @pytest.mark.parametrize("scenario", sorted(p.stem for p in LIBRARY.glob("*.yaml")))

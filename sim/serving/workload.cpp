@@ -143,10 +143,11 @@ std::vector<WorkloadRequest> read_azure(std::ifstream& in, const std::string& pa
         !azure_time(line.substr(0, c1), sec, frac)) {
       bad(at, "expected 'YYYY-MM-DD hh:mm:ss.fffffff,ContextTokens,GeneratedTokens'");
     }
-    char* end = nullptr;
-    const long long context = std::strtoll(line.c_str() + c1 + 1, &end, 10);
-    const long long generated = std::strtoll(line.c_str() + c2 + 1, &end, 10);
-    if (context <= 0 || generated < 0 || *end != '\0') {
+    char* end1 = nullptr;
+    char* end2 = nullptr;
+    const long long context = std::strtoll(line.c_str() + c1 + 1, &end1, 10);
+    const long long generated = std::strtoll(line.c_str() + c2 + 1, &end2, 10);
+    if (context <= 0 || generated < 0 || end1 != line.c_str() + c2 || *end2 != '\0') {
       bad(at, "needs ContextTokens > 0 and GeneratedTokens >= 0");
     }
     if (out.empty()) first_s = sec, first_frac = frac;
@@ -276,7 +277,10 @@ std::vector<WorkloadRequest> synthesize(const SyntheticSpec& s) {
   if (s.count == 0) bad("requests", "must be > 0");
   check(s.prompt, "prompt_tokens");
   check(s.output, "output_tokens");
-  std::mt19937_64 rng(s.seed);
+  // One generator per stream, so that changing the arrival process or the output lengths never
+  // changes the prompts drawn for a seed (the prompt stream is the seed's own, as it always was).
+  std::mt19937_64 prompts(s.seed), outputs(s.seed ^ 0x5851f42d4c957f2dULL),
+      gaps(s.seed ^ 0x2545f4914f6cdd1dULL);
   const double mean_gap_s = 1.0 / s.rate;
   const double shape = 1.0 / (s.cv * s.cv);
   std::vector<WorkloadRequest> out;
@@ -291,18 +295,18 @@ std::vector<WorkloadRequest> synthesize(const SyntheticSpec& s) {
       }
       r.arrival = static_cast<model::SimTime>(i) * *s.interval;
     }
-    r.prompt_tokens = std::max<std::uint64_t>(1, draw(s.prompt, rng));
-    r.output_tokens = draw(s.output, rng);
+    r.prompt_tokens = std::max<std::uint64_t>(1, draw(s.prompt, prompts));
+    r.output_tokens = draw(s.output, outputs);
     out.push_back(std::move(r));
     switch (s.process) {
       case SyntheticSpec::Process::kUniform:
         t = static_cast<double>(i + 1) * mean_gap_s;
         break;
       case SyntheticSpec::Process::kPoisson:
-        t += -std::log(1.0 - unit(rng)) * mean_gap_s;
+        t += -std::log(1.0 - unit(gaps)) * mean_gap_s;
         break;
       case SyntheticSpec::Process::kGamma:
-        t += standard_gamma(shape, rng) * mean_gap_s / shape;
+        t += standard_gamma(shape, gaps) * mean_gap_s / shape;
         break;
     }
   }

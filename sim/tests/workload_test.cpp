@@ -91,6 +91,14 @@ TEST(Workload, PoissonAndGammaGapsHaveTheirMoments) {
   const auto [gmean, gcv] = moments(synthesize(s));
   EXPECT_NEAR(gmean, 0.1, 4 * 0.2 / std::sqrt(40000.0));
   EXPECT_NEAR(gcv, 2.0, 0.1);
+  // The arrival process does not change the prompts a seed draws (separate streams).
+  SyntheticSpec a = s, b = s;
+  a.prompt = b.prompt = {LengthSpec::Kind::kUniform, 0, 512, 4096, 0, 0};
+  a.process = SyntheticSpec::Process::kPoisson;
+  b.process = SyntheticSpec::Process::kGamma;
+  b.output = {LengthSpec::Kind::kUniform, 0, 1, 100, 0, 0};
+  const auto wa = synthesize(a), wb = synthesize(b);
+  for (std::size_t i = 0; i < 100; ++i) EXPECT_EQ(wa[i].prompt_tokens, wb[i].prompt_tokens) << i;
   // Seeded: the same seed, the same arrivals; another seed, others.
   EXPECT_EQ(synthesize(s)[100].arrival, synthesize(s)[100].arrival);
   SyntheticSpec t = s;
