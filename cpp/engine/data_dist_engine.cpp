@@ -361,6 +361,8 @@ Status DataDistEngine::pull_kv_blocks(const Index& src, const CacheRef& dst,
       [&] { impl::pull_blocks_planned(*dist_.core(), key, dst.cache_id, plan, /*b2b=*/true); });
 }
 
+// hicann/hixl src/llm_datadist/api/llm_datadist_impl.cc (the block-list checks of
+// PullKvBlocks/PushKvBlocks), their messages word for word.
 Status DataDistEngine::check_blocks(const std::vector<std::uint64_t>& src_blocks,
                                     const std::vector<std::uint64_t>& dst_blocks,
                                     const char* what) {

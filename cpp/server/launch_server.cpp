@@ -422,9 +422,7 @@ void LaunchServer::send_answers() {
       if (t->state != Thread::State::kAnswered) continue;
       --answered_;
       if (t->fd < 0) {  // it hung up meanwhile
-        t->state = Thread::State::kGone;
-        t->quit = true;
-        t->wake->set();
+        end_thread(*t);
         continue;
       }
       if (!t->fault.empty()) {
@@ -462,15 +460,21 @@ void LaunchServer::flush(Thread& t) {
 void LaunchServer::drop(Program& p, Thread& t, const std::string& why) {
   std::fprintf(stderr, "kvsim launch: %s thread %d: %s; its calls end\n", p.spec.name.c_str(),
                t.slot, why.c_str());
+  hang_up(t);
+  if (t.state != Thread::State::kServing) end_thread(t);
+}
+
+void LaunchServer::hang_up(Thread& t) {
   if (t.fd >= 0) ::close(t.fd);
   t.fd = -1;
   t.out.clear();
   t.sent = 0;
-  if (t.state != Thread::State::kServing) {
-    t.state = Thread::State::kGone;
-    t.quit = true;
-    if (t.wake) t.wake->set();
-  }
+}
+
+void LaunchServer::end_thread(Thread& t) {
+  t.state = Thread::State::kGone;
+  t.quit = true;
+  if (t.wake) t.wake->set();
 }
 
 void LaunchServer::poll_once(int timeout_ms) {
@@ -702,15 +706,8 @@ void LaunchServer::read_connection(Program* owner, Thread* t, int fd) {
     drop(p, *t, std::string("a malformed frame: ") + e.what());
   }
   if (!ended || t->fd < 0) return;
-  ::close(t->fd);
-  t->fd = -1;
-  t->out.clear();
-  t->sent = 0;
-  if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
-    t->state = Thread::State::kGone;
-    t->quit = true;
-    t->wake->set();
-  }
+  hang_up(*t);  // a request being served ends when its answer finds no connection
+  if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) end_thread(*t);
 }
 
 void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
@@ -786,15 +783,8 @@ void LaunchServer::program_ended(Program& p, int status) {
   p.out.drain();
   p.err.drain();
   for (auto& t : p.threads) {
-    if (t->fd >= 0) ::close(t->fd);
-    t->fd = -1;
-    t->out.clear();
-    t->sent = 0;
-    if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
-      t->state = Thread::State::kGone;
-      t->quit = true;
-      if (t->wake) t->wake->set();
-    }
+    hang_up(*t);
+    if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) end_thread(*t);
   }
   const std::string why =
       "the process of program '" + p.spec.name + "' " +

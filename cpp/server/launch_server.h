@@ -91,6 +91,10 @@ class LaunchServer {
   void hello(int fd, const std::string& payload, std::string rest);
   void request(Program& p, Thread& t, wire::Request r);
   void drop(Program& p, Thread& t, const std::string& why);
+  /// Closes a thread's connection and forgets what it had still to send.
+  void hang_up(Thread& t);
+  /// Ends a thread's calls: its serving job quits.
+  void end_thread(Thread& t);
   void program_ended(Program& p, int status);
   void emit_output();
   void dispatch();

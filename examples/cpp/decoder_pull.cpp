@@ -44,21 +44,8 @@ bool PullAndVerify(const Args& args, LlmDataDist& dist, DeviceTensors& tensors, 
 }
 
 int Main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // keep the log in order when stdout is a pipe
-  Args args;
-  if (!ParseArgs(argc, argv, /*takes_remote=*/true, /*takes_backend=*/true, kUsage, args)) {
-    return 1;
-  }
-  LlmDataDist dist(kDecoderClusterId, LlmRole::kDecoder);
-  if (!LlmOk(dist.Initialize(InitOptions(args, kDecoderListenPort)), "Initialize")) return 1;
-  DeviceTensors tensors(kSampleTensors, kSampleRows, kSampleRowBytes);
-  int64_t cache_id = -1;
-  const bool ok = PullAndVerify(args, dist, tensors, cache_id);
-  UnregisterCache(dist, cache_id);
-  tensors.Free();
-  dist.Finalize();
-  std::printf("[INFO] decoder_pull %s\n", ok ? "passed" : "FAILED");
-  return ok ? 0 : 1;
+  return RunSample(argc, argv, "decoder_pull", kUsage, /*takes_remote=*/true, kDecoderClusterId,
+                   LlmRole::kDecoder, kDecoderListenPort, PullAndVerify);
 }
 
 }  // namespace

@@ -30,21 +30,8 @@ bool ReceiveAndVerify(const Args& args, LlmDataDist& dist, DeviceTensors& tensor
 }
 
 int Main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // keep the log in order when stdout is a pipe
-  Args args;
-  if (!ParseArgs(argc, argv, /*takes_remote=*/false, /*takes_backend=*/true, kUsage, args)) {
-    return 1;
-  }
-  LlmDataDist dist(kDecoderClusterId, LlmRole::kDecoder);
-  if (!LlmOk(dist.Initialize(InitOptions(args, kDecoderListenPort)), "Initialize")) return 1;
-  DeviceTensors tensors(kSampleTensors, kSampleRows, kSampleRowBytes);
-  int64_t cache_id = -1;
-  const bool ok = ReceiveAndVerify(args, dist, tensors, cache_id);
-  UnregisterCache(dist, cache_id);
-  tensors.Free();
-  dist.Finalize();
-  std::printf("[INFO] decoder_push %s\n", ok ? "passed" : "FAILED");
-  return ok ? 0 : 1;
+  return RunSample(argc, argv, "decoder_push", kUsage, /*takes_remote=*/false, kDecoderClusterId,
+                   LlmRole::kDecoder, kDecoderListenPort, ReceiveAndVerify);
 }
 
 }  // namespace

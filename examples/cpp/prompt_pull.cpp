@@ -22,21 +22,8 @@ bool Serve(const Args& args, LlmDataDist& dist, DeviceTensors& tensors, int64_t&
 }
 
 int Main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // keep the log in order when stdout is a pipe
-  Args args;
-  if (!ParseArgs(argc, argv, /*takes_remote=*/false, /*takes_backend=*/true, kUsage, args)) {
-    return 1;
-  }
-  LlmDataDist dist(kPromptClusterId, LlmRole::kPrompt);
-  if (!LlmOk(dist.Initialize(InitOptions(args, kPromptListenPort)), "Initialize")) return 1;
-  DeviceTensors tensors(kSampleTensors, kSampleRows, kSampleRowBytes);
-  int64_t cache_id = -1;
-  const bool ok = Serve(args, dist, tensors, cache_id);
-  UnregisterCache(dist, cache_id);
-  tensors.Free();
-  dist.Finalize();
-  std::printf("[INFO] prompt_pull %s\n", ok ? "passed" : "FAILED");
-  return ok ? 0 : 1;
+  return RunSample(argc, argv, "prompt_pull", kUsage, /*takes_remote=*/false, kPromptClusterId,
+                   LlmRole::kPrompt, kPromptListenPort, Serve);
 }
 
 }  // namespace

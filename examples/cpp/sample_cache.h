@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "common.h"
@@ -48,6 +49,27 @@ inline bool SetUpSampleCache(LlmDataDist& dist, DeviceTensors& tensors, uint32_t
     return false;
   }
   return true;
+}
+
+// The life of one program of a pull or push pair: parse the arguments, Initialize, run `body`
+// on the sample tensors, then unregister, free and Finalize whatever happened, and say whether
+// it passed.
+template <typename Body>
+int RunSample(int argc, char** argv, const char* name, const char* usage, bool takes_remote,
+              uint64_t cluster_id, LlmRole role, uint16_t listen_port, Body body) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // keep the log in order when stdout is a pipe
+  Args args;
+  if (!ParseArgs(argc, argv, takes_remote, /*takes_backend=*/true, usage, args)) return 1;
+  LlmDataDist dist(cluster_id, role);
+  if (!LlmOk(dist.Initialize(InitOptions(args, listen_port)), "Initialize")) return 1;
+  DeviceTensors tensors(kSampleTensors, kSampleRows, kSampleRowBytes);
+  int64_t cache_id = -1;
+  const bool ok = body(args, dist, tensors, cache_id);
+  UnregisterCache(dist, cache_id);
+  tensors.Free();
+  dist.Finalize();
+  std::printf("[INFO] %s %s\n", name, ok ? "passed" : "FAILED");
+  return ok ? 0 : 1;
 }
 
 }  // namespace example

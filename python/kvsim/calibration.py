@@ -52,12 +52,9 @@ class _Model:
                 sets += [(k, str(v)) for k, v in self.rows[i]["set"].items()]
                 sets += [("hardware." + k, v) for k, v in values.items()]
                 points.append(sets)
-            outcomes = _core._run_points(self.source, points, self.jobs, False, None, None)
+            results = _results._run_list(self.source, points, self.jobs)
             self.runs += len(points)
-            for i, p in zip(want, outcomes):
-                if p.result is None:
-                    raise RuntimeError(f"row {self.rows[i]['label']}: {p.error}")
-                r = _results.Result(p.result, p.overrides)
+            for i, r in zip(want, results):
                 self.cache[(i, tuple(sorted(values.items())))] = r.effective_gbps
         return [self.cache[(i, tuple(sorted(values.items())))] for i in rows]
 

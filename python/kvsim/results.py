@@ -224,6 +224,18 @@ def sweep(scenario, set, *, jobs=None, out_dir=None, report=True, progress=True)
     return study
 
 
+def _run_list(source, points, jobs, progress=None):
+    """Results of `points` (lists of overrides) of one scenario source, in order, each run as
+    `kvsim run` runs it; RuntimeError naming the points that produced no result."""
+    outcomes = _core._run_points(source, points, jobs, False, progress, None)
+    bad = [(i, p.error) for i, p in enumerate(outcomes) if p.result is None]
+    if bad:
+        lines = "; ".join(f"{dict(points[i])}: {e}" for i, e in bad[:5])
+        raise RuntimeError(f"{_origin(source)}: {len(bad)} of {len(points)} runs have no result: "
+                           f"{lines}")
+    return [Result(p.result, p.overrides) for p in outcomes]
+
+
 def _request_row(r):
     row = Row(r)
     row["exposed_share_pct"] = 100 * r["exposed_us"] / r["ttft_us"] if r["ttft_us"] > 0 else 0.0

@@ -144,15 +144,6 @@ def _grid_label(overrides):
     return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in overrides) or "the scenario"
 
 
-def _run(source, points, jobs, progress):
-    outcomes = _core._run_points(source, points, jobs, False, progress, None)
-    bad = {i: p.error for i, p in enumerate(outcomes) if p.result is None}
-    if bad:
-        lines = "; ".join(f"{dict(points[i])}: {e}" for i, e in list(bad.items())[:5])
-        raise RuntimeError(f"{len(bad)} of {len(points)} sensitivity runs have no result: {lines}")
-    return [_results.Result(p.result, p.overrides) for p in outcomes]
-
-
 def analyse(scenario, set=None, *, samples=8, seed=1, metric="mean_exposed_us", flat_pct=10.0,
             bisect_steps=5, jobs=None, params=None, progress=True):
     """Runs the analysis and returns a Sensitivity. scenario and set as for kvsim.sweep;
@@ -196,7 +187,7 @@ def analyse(scenario, set=None, *, samples=8, seed=1, metric="mean_exposed_us", 
     points = [list(g) + [("hardware." + k, v) for k, v in d.items()] for g in grid for _, d in designs]
     jobs = jobs or os.cpu_count() or 1
     bar = _progress(progress, "runs")
-    results = _run(source, points, jobs, bar)
+    results = _results._run_list(source, points, jobs, bar)
     rows = []
     for gi, g in enumerate(grid):
         for di, (label, d) in enumerate(designs):
@@ -319,7 +310,7 @@ def _bisect(source, g0, g1, p, metric, flat_pct, flat_at_high, steps, jobs):
         mid = (a + b) / 2
         v = _value(p, mid)
         pts = [list(g0) + [("hardware." + p["key"], v)], list(g1) + [("hardware." + p["key"], v)]]
-        r0, r1 = _run(source, pts, min(jobs, 2), None)
+        r0, r1 = _results._run_list(source, pts, min(jobs, 2), None)
         is_flat = abs(_change(r0.figures[metric], r1.figures[metric])) < flat_pct
         if is_flat == flat_at_high:
             b = mid

@@ -58,13 +58,10 @@ def validate(folder=None, jobs=None, progress=True):
                 sys.stderr.write("\r" + _core._progress_bar(base + _d, len(rows)).replace(
                     "points", "published figures"))
                 sys.stderr.flush()
-        outcomes = _core._run_points(source, points, jobs or os.cpu_count() or 1, False, cb, None)
+        results = _results._run_list(source, points, jobs or os.cpu_count() or 1, cb)
         done[0] += len(indices)
-        for i, p in zip(indices, outcomes):
+        for i, result in zip(indices, results):
             row = rows[i]
-            if p.result is None:
-                raise RuntimeError(f"{scenario} {row.get('set')}: {p.error}")
-            result = _results.Result(p.result, p.overrides)
             predicted = _metric(result, row["metric"])
             out[i] = {"label": row["label"], "scenario": scenario, "set": row.get("set") or {},
                       "metric": row["metric"], "unit": UNITS[row["metric"]],
