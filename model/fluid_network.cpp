@@ -406,6 +406,14 @@ double FluidNetwork::carried_bytes(ResourceId r) const {
   return res.carried + res.load * static_cast<double>(now_ - res.updated) / kPsPerSec;
 }
 
+double FluidNetwork::carried_bytes_at(ResourceId r, SimTime at) const {
+  check_resource(r, "carried_bytes_at");
+  if (at < now_) throw std::invalid_argument("FluidNetwork::carried_bytes_at: time in the past");
+  solve();
+  const Resource& res = resources_[r];
+  return res.carried + res.load * static_cast<double>(at - res.updated) / kPsPerSec;
+}
+
 void FluidNetwork::gather(std::uint32_t slot, std::uint64_t epoch) const {
   Flow& f = flows_[slot];
   f.mark = epoch;

@@ -54,6 +54,8 @@ class FluidNetwork {
   /// Removes a flow before it completes (e.g. its link failed); returns bytes still unsent.
   double cancel_flow(FlowId f);
 
+  /// Bytes carried by `r` up to `at` (>= now(), before the next flow event), at today's rates.
+  double carried_bytes_at(ResourceId r, SimTime at) const;
   /// Moves the clock to `now` (>= current time), draining bytes at the current rates.
   void advance_to(SimTime now);
   SimTime now() const;

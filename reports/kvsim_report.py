@@ -47,10 +47,96 @@ def _link_spans(trace_path):
     return spans
 
 
+LATENCIES = (("ttft_us", "TTFT"), ("kv_ready_us", "KV ready"), ("queueing_us", "queueing"),
+             ("exposed_us", "exposed KV transfer"))
+
+
+def _cdf(ax, values, label):
+    xs = sorted(v / 1e3 for v in values)
+    n = len(xs)
+    if n:
+        ax.step(xs, [(i + 1) / n for i in range(n)], where="post", label=label, lw=1.2)
+
+
+def render_serving(folder, result):
+    """Latency CDFs, queues and link utilisation over time of one serving run."""
+    reqs = [r for r in result["requests"] if r["ok"]]
+    images = []
+    fig, axes = plt.subplots(1, len(LATENCIES), figsize=(14, 3.4))
+    for ax, (key, name) in zip(axes, LATENCIES):
+        _cdf(ax, [max(r[key], 1e-3) for r in reqs], name)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{name} (ms)")
+        ax.grid(alpha=0.3)
+        p99 = result["serving"][key]["p99"] / 1e3
+        ax.axvline(p99, color="k", lw=0.8, ls=":")
+        ax.set_title(f"{name}: p99 {p99:.1f} ms", fontsize=9)
+    axes[0].set_ylabel("share of requests")
+    fig.suptitle("Latency CDFs (dotted: p99)")
+    _save(fig, folder, "latency_cdf")
+    images.append("latency_cdf")
+
+    series = result.get("series", {})
+    times = [t / 1e6 for t in series.get("time_us", [])]
+    if times:
+        fig, (q, u) = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True)
+        for name, values in series.items():
+            if name.endswith(" queue") or name.endswith(" waiting") or name.endswith(" running"):
+                q.plot(times, values, lw=1, label=name,
+                       ls="-" if not name.endswith(" running") else "--")
+        q.set_ylabel("requests")
+        q.set_title("Prefill queues, decode batches (dashed) and requests waiting for decode")
+        q.legend(fontsize=7, ncol=4)
+        links = {k: v for k, v in series.items() if k.endswith(" util")}
+        busiest = sorted(links, key=lambda k: -sum(links[k]))[:6]
+        for name in busiest:
+            u.plot(times, [100 * x for x in links[name]], lw=1, label=name[:-5])
+        if links:
+            mean = [100 * sum(v[i] for v in links.values()) / len(links) for i in range(len(times))]
+            u.plot(times, mean, color="k", lw=1.5, label=f"mean of {len(links)} links")
+        u.set_ylabel("busier direction (%)")
+        u.set_xlabel("simulated time (s)")
+        u.set_title("Scale-out link utilisation per sample interval")
+        u.legend(fontsize=7, ncol=4)
+        for a in (q, u):
+            a.grid(alpha=0.3)
+        _save(fig, folder, "serving_timeline")
+        images.append("serving_timeline")
+    return images
+
+
+def _serving_numbers(result):
+    sv = result["serving"]
+    ms = lambda p: f"p50 {p['p50'] / 1e3:.1f} ms, p90 {p['p90'] / 1e3:.1f} ms, p99 {p['p99'] / 1e3:.1f} ms"
+    return [
+        ("scenario", result["scenario"]["origin"]),
+        ("cluster", f"{sv['prefill_instances']}P{sv['decode_instances']}D, "
+                    f"{result['scenario']['model']} TP{result['scenario']['tensor_parallel']}, "
+                    f"{result['scenario']['preset']} " +
+         " ".join(f"{k}={v}" for k, v in result["scenario"]["hardware_overrides"].items())),
+        ("requests", f"{sv['requests']} ({sv['succeeded']} succeeded)"),
+        ("TTFT", ms(sv["ttft_us"])),
+        ("KV ready (arrival to KV on decode)", ms(sv["kv_ready_us"])),
+        ("exposed KV transfer", ms(sv["exposed_us"])),
+        ("queueing", ms(sv["queueing_us"])),
+        ("TPOT", ms(sv["tpot_us"])),
+        ("SLOs", f"TTFT <= {sv['slo_ttft_us'] / 1e6:g} s, TPOT <= {sv['slo_tpot_us'] / 1e3:g} ms: "
+                 f"{100 * sv['slo_attainment']:.1f} % met, goodput {sv['goodput_rps']:.3f} req/s"),
+        ("bytes verified", f"{sv['verified']} of {sv['checked']} checked requests equal "
+                           f"(serving.verify {sv['verify_fraction']:g}); the rest timed only"),
+        ("diagnostics", str(len(result["diagnostics"]))),
+    ]
+
+
 def render_run(folder):
     """Timeline and link utilisation of one run; returns the image base names."""
     with open(os.path.join(folder, "result.json")) as f:
         result = json.load(f)
+    if "serving" in result:
+        images = render_serving(folder, result)
+        _index(folder, "kvsim serving run: " + result["scenario"]["question"], _serving_numbers(result),
+               images)
+        return images
     compute = []
     with open(os.path.join(folder, "compute.csv")) as f:
         for row in csv.DictReader(f):
@@ -127,6 +213,11 @@ def _run_numbers(result):
     ]
 
 
+FIGURES = {"point", "requests", "mean_exposed_us", "mean_ttft_us", "exposed_share_pct",
+           "kv_bytes_per_request", "effective_gbps", "line_rate_gbps", "ttft_p50_us", "ttft_p99_us",
+           "kv_ready_p99_us", "exposed_p99_us", "slo_attainment", "goodput_rps", "status"}
+
+
 def _number(text):
     """The leading number of a swept value ("200Gb/s" -> 200.0), or None."""
     m = re.match(r"\s*([0-9.]+)", text)
@@ -137,9 +228,7 @@ def render_sweep(folder):
     """Sweep curves: exposed time and effective bandwidth against the first swept key."""
     with open(os.path.join(folder, "sweep.csv")) as f:
         rows = list(csv.DictReader(f))
-    keys = [k for k in rows[0] if k not in ("point", "requests", "mean_exposed_us", "mean_ttft_us",
-                                             "exposed_share_pct", "kv_bytes_per_request",
-                                             "effective_gbps", "line_rate_gbps", "status")]
+    keys = [k for k in rows[0] if k not in FIGURES]
     x_key = keys[0]
     series = {}
     for row in rows:
@@ -161,11 +250,53 @@ def render_sweep(folder):
         a.legend(fontsize=7)
     fig.suptitle("Sweep: " + folder)
     _save(fig, folder, "sweep")
+    images = ["sweep"]
+    if any(r.get("slo_attainment") for r in rows):
+        images += _serving_sweep(folder, rows, keys, x_key, series)
     numbers = [(", ".join(f"{k}={r[k]}" for k in keys),
                 f"exposed {float(r['mean_exposed_us']):.1f} us, {float(r['effective_gbps']):.2f} GB/s, "
                 f"{r['status']}") for r in rows]
-    _index(folder, "kvsim sweep", numbers, ["sweep"], _sensitivity_panel(folder))
-    return ["sweep"]
+    _index(folder, "kvsim sweep", numbers, images, _sensitivity_panel(folder))
+    return images
+
+
+def _serving_sweep(folder, rows, keys, x_key, series):
+    """Percentiles against the first swept key, and each point's TTFT CDF."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
+    for label, pts in series.items():
+        numeric = all(_number(p[x_key]) is not None for p in pts)
+        xs = [_number(p[x_key]) if numeric else p[x_key] for p in pts]
+        a1.plot(xs, [float(p["ttft_p99_us"]) / 1e3 for p in pts], marker="o", label=f"TTFT p99, {label}")
+        a1.plot(xs, [float(p["ttft_p50_us"]) / 1e3 for p in pts], marker=".", ls="--",
+                label=f"TTFT p50, {label}")
+        a1.plot(xs, [float(p["kv_ready_p99_us"]) / 1e3 for p in pts], marker="s", ls=":",
+                label=f"KV ready p99, {label}")
+        a2.plot(xs, [100 * float(p["slo_attainment"]) for p in pts], marker="o", label=label)
+    a1.set_ylabel("ms")
+    a1.set_yscale("log")
+    a2.set_ylabel("requests meeting both SLOs (%)")
+    for a in (a1, a2):
+        a.set_xlabel(x_key)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7)
+    fig.suptitle("Serving percentiles and SLO attainment across the sweep")
+    _save(fig, folder, "serving_sweep")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in rows:
+        path = os.path.join(folder, f"point-{r['point']}", "result.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            reqs = [q for q in json.load(f)["requests"] if q["ok"]]
+        _cdf(ax, [q["ttft_us"] for q in reqs], ", ".join(f"{k}={r[k]}" for k in keys))
+    ax.set_xscale("log")
+    ax.set_xlabel("TTFT (ms)")
+    ax.set_ylabel("share of requests")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("TTFT CDF per sweep point")
+    _save(fig, folder, "serving_cdfs")
+    return ["serving_sweep", "serving_cdfs"]
 
 
 def _sensitivity_panel(folder):

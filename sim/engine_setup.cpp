@@ -1,5 +1,7 @@
 #include "sim/engine_setup.h"
 
+#include <stdexcept>
+
 namespace kvsim::sim {
 
 std::map<std::string, std::string> engine_options(const impl::Platform& platform, int device,
@@ -20,6 +22,29 @@ impl::LLMClusterInfo server_info(const impl::Platform& platform, std::uint64_t c
   info.append_local_ip_info(platform.host_ip(platform.node_of(client_device)), 0);
   info.append_remote_ip_info(platform.host_ip(platform.node_of(device)), listen_port(device));
   return info;
+}
+
+impl::DataType data_type_of(const std::string& dtype) {
+  if (dtype == "bf16") return impl::DataType::DT_BF16;
+  if (dtype == "fp16") return impl::DataType::DT_FLOAT16;
+  if (dtype == "fp32") return impl::DataType::DT_FLOAT;
+  return impl::DataType::DT_INT8;
+}
+
+impl::CacheView allocate_and_register(impl::Platform& platform, impl::LLMDataDist& dist, int device,
+                                      const impl::CacheDesc& desc, bool paged,
+                                      const std::optional<impl::BlocksCacheKey>& key) {
+  std::vector<std::uint64_t> addrs;
+  for (std::uint32_t t = 0; t < desc.num_tensors(); ++t) {
+    const auto a = platform.allocate(device, impl::Placement::DEVICE, desc.size(), kCacheAlign);
+    if (!a) {
+      throw std::runtime_error("device " + std::to_string(device) +
+                               ": KV cache does not fit in HBM");
+    }
+    addrs.push_back(*a);
+  }
+  return paged ? dist.cache_manager().register_blocks_cache(desc, addrs, key)
+               : dist.cache_manager().register_cache(desc, addrs);
 }
 
 }  // namespace kvsim::sim

@@ -7,6 +7,10 @@
 #include <map>
 #include <string>
 
+#include <optional>
+
+#include "impl/cache_manager.h"
+#include "impl/llm_datadist.h"
 #include "impl/platform.h"
 #include "impl/types.h"
 
@@ -29,5 +33,17 @@ std::map<std::string, std::string> engine_options(const impl::Platform& platform
 /// listening for `device` (local_ip_info: the client's host, as v2 requires).
 impl::LLMClusterInfo server_info(const impl::Platform& platform, std::uint64_t cluster_id,
                                  int device, int client_device);
+
+/// HCCS needs 2 MiB-aligned device memory (spec 4), so caches are allocated at that alignment.
+inline constexpr std::uint64_t kCacheAlign = 2ull << 20;
+
+/// The llm_datadist data type of a scenario dtype name (int8 and fp8: one byte per element).
+impl::DataType data_type_of(const std::string& dtype);
+
+/// Allocates each tensor of `desc` on `device` and registers them with `dist`'s v2 CacheManager,
+/// as paged blocks when `paged`. Throws std::runtime_error if the memory does not fit.
+impl::CacheView allocate_and_register(impl::Platform& platform, impl::LLMDataDist& dist, int device,
+                                      const impl::CacheDesc& desc, bool paged,
+                                      const std::optional<impl::BlocksCacheKey>& key);
 
 }  // namespace kvsim::sim

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "sim/serving/metrics.h"
+
 namespace kvsim::sim {
 namespace {
 
@@ -19,6 +21,50 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
   if (!out) throw std::runtime_error("cannot write '" + path.string() + "'");
+}
+
+constexpr std::size_t kSummaryRequests = 20;  // a serving run lists its first requests only
+
+std::string ms(double microseconds) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", microseconds / 1e3);
+  return b;
+}
+
+// The headline of a serving run: cluster, percentiles, SLOs and how much was verified.
+std::string serving_summary(const RunResult& r) {
+  const ServingSpec& v = *r.scenario.serving;
+  const serving::ServingMetrics m = serving::serving_metrics(r);
+  std::ostringstream o;
+  o << "cluster: " << v.prefill_instances << "P" << v.decode_instances << "D, TP"
+    << r.scenario.tensor_parallel << " each; " << m.requests << " requests, " << m.succeeded
+    << " succeeded, over " << model::format_time(r.end) << "\n";
+  o << "verified byte for byte: " << m.checked << " requests (serving.verify " << v.verify_fraction
+    << "), " << m.verified << " equal\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-12s %12s %12s %12s %12s\n", "", "mean", "p50", "p90", "p99");
+  o << line;
+  const auto row = [&](const char* name, const serving::Percentiles& p) {
+    std::snprintf(line, sizeof line, "%-12s %12s %12s %12s %12s\n", name, ms(p.mean).c_str(),
+                  ms(p.p50).c_str(), ms(p.p90).c_str(), ms(p.p99).c_str());
+    o << line;
+  };
+  row("TTFT", m.ttft);
+  row("KV ready", m.kv_ready);
+  row("exposed KV", m.exposed);
+  row("queueing", m.queueing);
+  row("TPOT", m.tpot);
+  row("end to end", m.e2e);
+  std::snprintf(line, sizeof line,
+                "\nSLOs TTFT <= %s, TPOT <= %s: %.1f%% met; goodput %.3f req/s of %.3f req/s\n\n",
+                model::format_time(v.slo_ttft).c_str(), model::format_time(v.slo_tpot).c_str(),
+                100 * m.slo_attainment, m.goodput_rps, m.throughput_rps);
+  o << line;
+  return o.str();
+}
+
+nlohmann::ordered_json percentiles_json(const serving::Percentiles& p) {
+  return {{"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"max", p.max}};
 }
 
 }  // namespace
@@ -37,11 +83,17 @@ std::string summary_text(const RunResult& r) {
                                                : "pull_blocks after prefill")
     << ", API v" << s.api_version << "\n\n";
   char line[256];
+  if (s.serving) o << serving_summary(r);
   std::snprintf(line, sizeof line, "%4s %7s %12s %12s %12s %12s %7s %10s %s\n", "req", "tokens",
                 "arrival", "prefill end", "KV ready", "exposed", "share", "bytes", "status");
   o << line;
   double exposed_sum = 0;
+  std::size_t listed = 0;
   for (const RequestResult& q : r.requests) {
+    if (s.serving && ++listed > kSummaryRequests) {
+      o << "... " << r.requests.size() - kSummaryRequests << " more in requests.csv\n";
+      break;
+    }
     const double share =
         q.ttft() > 0 ? 100.0 * static_cast<double>(q.exposed()) / static_cast<double>(q.ttft()) : 0;
     exposed_sum += us(q.exposed());
@@ -51,9 +103,9 @@ std::string summary_text(const RunResult& r) {
                   model::format_time(q.transfer_end).c_str(),
                   model::format_time(q.exposed()).c_str(), share,
                   model::format_bytes(double(q.bytes)).c_str(), q.status.c_str(),
-                  q.verified ? " (bytes verified)"
-                  : q.ok     ? " (BYTES DIFFER)"
-                             : "");
+                  q.verified          ? " (bytes verified)"
+                  : q.ok && q.checked ? " (BYTES DIFFER)"
+                                      : "");
     o << line;
   }
   if (!r.requests.empty()) {
@@ -108,6 +160,44 @@ std::string result_json(const RunResult& r) {
                     {"ok", q.ok},
                     {"status", q.status},
                     {"verified", q.verified}});
+    if (!s.serving) continue;
+    auto& x = reqs.back();
+    x["checked"] = q.checked;
+    x["output_tokens"] = q.output_tokens;
+    x["prefill_instance"] = q.prefill_instance;
+    x["decode_instance"] = q.decode_instance;
+    x["queueing_us"] = us(q.queueing());
+    x["kv_ready_us"] = us(q.kv_ready());
+    x["decode_start_us"] = us(q.decode_start);
+    x["first_token_us"] = us(q.first_token);
+    x["completion_us"] = us(q.completion);
+    x["tpot_us"] = us(q.tpot());
+  }
+  if (s.serving) {
+    const serving::ServingMetrics m = serving::serving_metrics(r);
+    j["serving"] = {{"prefill_instances", s.serving->prefill_instances},
+                    {"decode_instances", s.serving->decode_instances},
+                    {"verify_fraction", s.serving->verify_fraction},
+                    {"slo_ttft_us", us(s.serving->slo_ttft)},
+                    {"slo_tpot_us", us(s.serving->slo_tpot)},
+                    {"requests", m.requests},
+                    {"succeeded", m.succeeded},
+                    {"checked", m.checked},
+                    {"verified", m.verified},
+                    {"ttft_us", percentiles_json(m.ttft)},
+                    {"kv_ready_us", percentiles_json(m.kv_ready)},
+                    {"exposed_us", percentiles_json(m.exposed)},
+                    {"queueing_us", percentiles_json(m.queueing)},
+                    {"tpot_us", percentiles_json(m.tpot)},
+                    {"e2e_us", percentiles_json(m.e2e)},
+                    {"slo_attainment", m.slo_attainment},
+                    {"goodput_rps", m.goodput_rps},
+                    {"throughput_rps", m.throughput_rps}};
+    auto& series = j["series"] = nlohmann::ordered_json::object();
+    std::vector<double> times;
+    for (const model::SimTime t : r.sample_times) times.push_back(us(t));
+    series["time_us"] = times;
+    for (const TimeSeries& t : r.series) series[t.name] = t.values;
   }
   auto& links = j["links"] = nlohmann::ordered_json::array();
   for (const LinkUsage& l : r.links) {
@@ -128,12 +218,15 @@ void write_results(const RunResult& r, const std::string& dir) {
   write_file(d / "result.json", result_json(r));
   std::ostringstream req;
   req << "id,prompt_tokens,arrival_us,prefill_start_us,prefill_end_us,transfer_end_us,exposed_us,"
-         "ttft_us,bytes,status,"
-         "verified\n";
+         "ttft_us,bytes,status,verified,checked,output_tokens,prefill_instance,decode_instance,"
+         "queueing_us,kv_ready_us,first_token_us,tpot_us,completion_us\n";
   for (const RequestResult& q : r.requests) {
     req << q.id << ',' << q.prompt_tokens << ',' << us(q.arrival) << ',' << us(q.prefill_start)
         << ',' << us(q.prefill_end) << ',' << us(q.transfer_end) << ',' << us(q.exposed()) << ','
-        << us(q.ttft()) << ',' << q.bytes << ',' << q.status << ',' << (q.verified ? 1 : 0) << '\n';
+        << us(q.ttft()) << ',' << q.bytes << ',' << q.status << ',' << (q.verified ? 1 : 0) << ','
+        << (q.checked ? 1 : 0) << ',' << q.output_tokens << ',' << q.prefill_instance << ','
+        << q.decode_instance << ',' << us(q.queueing()) << ',' << us(q.kv_ready()) << ','
+        << us(q.first_token) << ',' << us(q.tpot()) << ',' << us(q.completion) << '\n';
   }
   write_file(d / "requests.csv", req.str());
   std::ostringstream links;

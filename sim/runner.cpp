@@ -10,6 +10,8 @@
 #include "impl/llm_datadist.h"
 #include "sim/chrome_trace.h"
 #include "sim/engine_setup.h"
+#include "sim/serving/block_pool.h"
+#include "sim/serving/serving_runner.h"
 #include "sim/world.h"
 
 namespace kvsim::sim {
@@ -20,14 +22,7 @@ using model::SimTime;
 
 constexpr std::uint64_t kPromptClusterBase = 100;
 constexpr std::uint64_t kDecodeClusterBase = 200;
-constexpr std::uint64_t kAlign = 2ull << 20;  // HCCS needs 2 MiB-aligned device memory (spec 4)
-
-impl::DataType data_type(const std::string& dtype) {
-  if (dtype == "bf16") return impl::DataType::DT_BF16;
-  if (dtype == "fp16") return impl::DataType::DT_FLOAT16;
-  if (dtype == "fp32") return impl::DataType::DT_FLOAT;
-  return impl::DataType::DT_INT8;  // int8, fp8: one byte per element
-}
+constexpr std::uint64_t kAlign = kCacheAlign;
 
 // Releases layer L of the current request once the simulated prefill has computed it (the
 // documented per-layer event pattern, spec 8).
@@ -106,16 +101,7 @@ class Run {
       return s_.paged ? dist.kv_cache_manager().allocate_blocks_cache(desc_, blocks_key).view()
                       : dist.kv_cache_manager().allocate_cache(desc_).view();
     }
-    std::vector<std::uint64_t> addrs;
-    for (std::uint32_t t = 0; t < desc_.num_tensors(); ++t) {
-      const auto a = platform().allocate(device, impl::Placement::DEVICE, desc_.size(), kAlign);
-      if (!a)
-        throw std::runtime_error("device " + std::to_string(device) +
-                                 ": KV cache does not fit in HBM");
-      addrs.push_back(*a);
-    }
-    return s_.paged ? dist.cache_manager().register_blocks_cache(desc_, addrs, blocks_key)
-                    : dist.cache_manager().register_cache(desc_, addrs);
+    return allocate_and_register(platform(), dist, device, desc_, s_.paged, blocks_key);
   }
 
   void setup() {
@@ -128,11 +114,11 @@ class Run {
       blocks_ = static_cast<std::int64_t>((max_tokens_ + s_.block_tokens - 1) / s_.block_tokens);
       desc_ = impl::CacheDesc(2 * s_.model.layers,
                               {blocks_, static_cast<std::int64_t>(s_.block_tokens), elems},
-                              data_type(s_.dtype));
+                              data_type_of(s_.dtype));
     } else {
       desc_ =
           impl::CacheDesc(2 * s_.model.layers, {1, static_cast<std::int64_t>(max_tokens_), elems},
-                          data_type(s_.dtype));
+                          data_type_of(s_.dtype));
     }
     pool_bytes_ =
         ((desc_.size() + kAlign - 1) / kAlign * kAlign) * desc_.num_tensors() + 64 * kAlign;
@@ -184,16 +170,8 @@ class Run {
   // fragment over time, so consecutive ids are the exception, unless the scenario says the cache
   // is fresh (cache.block_table: sequential).
   std::vector<std::int64_t> block_table(std::uint64_t n, std::uint64_t seed) const {
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(blocks_));
-    std::iota(ids.begin(), ids.end(), 0);
-    if (s_.sequential_blocks) {
-      ids.resize(static_cast<std::size_t>(n));
-      return ids;
-    }
-    std::mt19937_64 rng(seed);
-    for (std::size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng() % i]);
-    ids.resize(static_cast<std::size_t>(n));
-    return ids;
+    // The serving runner's allocator on an empty cache, so both draw the same tables.
+    return *serving::BlockPool(blocks_, s_.sequential_blocks).allocate(n, seed);
   }
 
   void serve() {
@@ -361,22 +339,7 @@ class Run {
 
   void finish() {
     result_.end = platform().now();
-    const model::Topology& t = world_.fabric().topology();
-    const model::FluidNetwork& net = world_.fabric().network();
-    for (const model::Link& l : t.links()) {
-      const double fwd = net.carried_bytes(l.forward), back = net.carried_bytes(l.backward);
-      if (fwd + back <= 0) continue;
-      const double capacity = l.nominal_effective * model::to_seconds(result_.end);
-      result_.links.push_back(
-          {l.name, model::to_string(l.type), fwd + back, std::max(fwd, back) / capacity});
-    }
-    std::stable_sort(result_.links.begin(), result_.links.end(),
-                     [](const LinkUsage& a, const LinkUsage& b) { return a.bytes > b.bytes; });
-    for (const impl::Diagnostic& d : world_.directory().diagnostics().entries()) {
-      result_.diagnostics.push_back(model::format_time(d.time) + " cluster " +
-                                    std::to_string(d.cluster_id) + " " +
-                                    std::string(impl::to_string(d.kind)) + ": " + d.message);
-    }
+    collect_world_results(world_, result_);
     if (trace_) result_.trace_json = trace_->json();
   }
 
@@ -395,7 +358,36 @@ class Run {
 
 }  // namespace
 
+void collect_world_results(World& world, RunResult& result) {
+  const model::Topology& t = world.fabric().topology();
+  const model::FluidNetwork& net = world.fabric().network();
+  for (const model::Link& l : t.links()) {
+    const double fwd = net.carried_bytes(l.forward), back = net.carried_bytes(l.backward);
+    if (fwd + back <= 0) continue;
+    const double capacity = l.nominal_effective * model::to_seconds(result.end);
+    result.links.push_back(
+        {l.name, model::to_string(l.type), fwd + back, std::max(fwd, back) / capacity});
+  }
+  std::stable_sort(result.links.begin(), result.links.end(),
+                   [](const LinkUsage& a, const LinkUsage& b) { return a.bytes > b.bytes; });
+  // A serving run flags the same rule thousands of times: keep the first of each kind, and count.
+  std::map<std::string, std::size_t> kinds;
+  const auto& entries = world.directory().diagnostics().entries();
+  for (const impl::Diagnostic& d : entries) {
+    const std::string kind(impl::to_string(d.kind));
+    if (kinds[kind]++ > 0 && entries.size() > kDiagnosticsListed) continue;
+    result.diagnostics.push_back(model::format_time(d.time) + " cluster " +
+                                 std::to_string(d.cluster_id) + " " + kind + ": " + d.message);
+  }
+  if (entries.size() > kDiagnosticsListed) {
+    for (const auto& [kind, n] : kinds) {
+      result.diagnostics.push_back(kind + ": " + std::to_string(n) + " in all");
+    }
+  }
+}
+
 RunResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+  if (scenario.serving) return serving::run_serving(scenario, options);
   Run run(scenario, options);
   return run.go();
 }

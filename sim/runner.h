@@ -31,13 +31,33 @@ struct RequestResult {
   bool ok = false;
   std::string status;     ///< "LLM_SUCCESS" or the first failure
   bool verified = false;  ///< decode bytes equal prompt bytes, checked after the transfer
+  bool checked = true;    ///< verification ran (serving studies may verify a stated fraction)
+
+  // Serving studies only (zero in single-request runs).
+  std::uint64_t output_tokens = 0;
+  int prefill_instance = -1;
+  int decode_instance = -1;
+  model::SimTime decode_start = 0;  ///< admitted to a decode batch
+  model::SimTime first_token = 0;   ///< first token out of the decode instance
+  model::SimTime completion = 0;    ///< last token out
 
   /// Transfer time not hidden behind prefill compute.
   model::SimTime exposed() const {
     return transfer_end > prefill_end ? transfer_end - prefill_end : 0;
   }
-  /// Arrival to KV ready on the decode side (the first token's wait, without decode compute).
-  model::SimTime ttft() const { return transfer_end - arrival; }
+  /// Arrival to KV ready on the decode side.
+  model::SimTime kv_ready() const { return transfer_end - arrival; }
+  /// Arrival to the first token: out of the decode instance in serving studies (as a P/D proxy
+  /// streams it), else KV ready (single-request runs model no decode).
+  model::SimTime ttft() const { return first_token > 0 ? first_token - arrival : kv_ready(); }
+  /// Waiting for a prefill batch.
+  model::SimTime queueing() const { return prefill_start - arrival; }
+  /// Time per output token after the first (0 for one-token outputs).
+  model::SimTime tpot() const {
+    return output_tokens > 1 && completion > first_token
+               ? (completion - first_token) / (output_tokens - 1)
+               : 0;
+  }
   /// KV bytes over the transfer window (first layer computed to KV ready), bytes/s.
   double effective_bandwidth() const {
     const model::SimTime window = transfer_end - transfer_start;
@@ -61,6 +81,13 @@ struct LinkUsage {
   double utilization = 0;  ///< busier direction: bytes / (effective bandwidth x run time)
 };
 
+/// One sampled quantity of a serving run (queue lengths, link utilisation), at RunResult's
+/// sample_times.
+struct TimeSeries {
+  std::string name;  ///< "prefill0 queue", "decode1 running", "roce n0d0 util", ...
+  std::vector<double> values;
+};
+
 /// Everything a run produces.
 struct RunResult {
   Scenario scenario;
@@ -72,6 +99,9 @@ struct RunResult {
   std::string trace_json;  ///< Chrome trace (empty unless asked for)
   double line_rate = 0;    ///< nominal bytes/s of the KV path's link (for reports)
   double effective_rate = 0;
+  // Serving studies: sampled state over time, and diagnostics counted by kind.
+  std::vector<model::SimTime> sample_times;
+  std::vector<TimeSeries> series;
 };
 
 /// Options of run_scenario.
@@ -85,8 +115,18 @@ struct RunOptions {
   std::function<void(model::Fabric&)> attach;
 };
 
-/// Runs the scenario on a fresh World. Throws std::runtime_error if the setup fails (a link that
-/// does not come up, memory that does not fit), naming the rank and the call.
+class World;
+
+/// Diagnostics listed one by one up to this many; beyond, the first of each kind and counts.
+inline constexpr std::size_t kDiagnosticsListed = 200;
+
+/// Fills result.links (bytes and utilisation up to result.end) and result.diagnostics from a
+/// world after its run.
+void collect_world_results(World& world, RunResult& result);
+
+/// Runs the scenario on a fresh World (the serving runner when scenario.serving is set). Throws
+/// std::runtime_error if the setup fails (a link that does not come up, memory that does not fit),
+/// naming the rank and the call.
 RunResult run_scenario(const Scenario& scenario, const RunOptions& options = {});
 
 }  // namespace kvsim::sim

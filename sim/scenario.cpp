@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "model/errors.h"
@@ -122,6 +123,65 @@ std::vector<Request> read_workload_trace(YamlReader& w, const std::string& base_
   } catch (const std::invalid_argument& e) {
     w.fail_key("trace", std::string("is unusable: ") + e.what());
   }
+}
+
+// "2 x TP8" or "2": an instance count, with its tensor parallelism if given.
+std::pair<int, int> read_instances(YamlReader& r, const std::string& key) {
+  const std::string text = r.text(key);
+  static const std::regex form(R"(^\s*(\d{1,4})\s*(?:[xX*]\s*[Tt][Pp]\s*(\d{1,3}))?\s*$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, form)) {
+    r.fail_key(key, "must be a count with an optional tensor parallelism, e.g. '2 x TP8'");
+  }
+  const int count = std::stoi(m[1]);
+  if (count < 1 || count > 1024) r.fail_key(key, "must have 1 to 1024 instances");
+  return {count, m[2].matched ? std::stoi(m[2]) : 0};
+}
+
+// instances: {prefill, decode} and serving: {router, token_budget, decode_batch, cache_blocks,
+// memory_utilization, decode_efficiency, verify, slo: {ttft, tpot}}.
+ServingSpec read_serving(YamlReader& top, const Scenario& s) {
+  ServingSpec v;
+  {
+    YamlReader in = top.child("instances");
+    for (const char* side : {"prefill", "decode"}) {
+      const auto [count, tp] = read_instances(in, side);
+      if (tp != 0 && tp != s.tensor_parallel) {
+        in.fail_key(side, "has TP" + std::to_string(tp) + " but model.tensor_parallel is " +
+                              std::to_string(s.tensor_parallel) +
+                              " (KV shards move rank to rank, so both sides use the model's TP)");
+      }
+      (std::string(side) == "prefill" ? v.prefill_instances : v.decode_instances) = count;
+    }
+  }
+  if (!top.has("serving")) return v;
+  YamlReader r = top.child("serving");
+  if (r.has("router")) {
+    const std::string router = r.text("router");
+    if (router == "round_robin")
+      v.router = ServingSpec::Router::kRoundRobin;
+    else if (router == "least_loaded")
+      v.router = ServingSpec::Router::kLeastLoaded;
+    else
+      r.fail_key("router", "must be round_robin or least_loaded");
+  }
+  if (r.has("token_budget")) {
+    v.token_budget = static_cast<std::uint64_t>(r.integer("token_budget", 1, 1 << 24));
+  }
+  if (r.has("decode_batch")) v.decode_batch = static_cast<int>(r.integer("decode_batch", 1, 65536));
+  if (r.has("cache_blocks")) v.cache_blocks = r.integer("cache_blocks", 1, 1 << 24);
+  if (r.has("memory_utilization")) v.memory_utilization = r.real("memory_utilization", 0, 1);
+  if (r.has("decode_efficiency")) v.decode_efficiency = r.real("decode_efficiency", 0, 1);
+  if (r.has("verify")) {
+    v.verify_fraction = r.real("verify", -1, 1);
+    if (v.verify_fraction < 0) r.fail_key("verify", "must be a fraction in [0, 1]");
+  }
+  if (r.has("slo")) {
+    YamlReader slo = r.child("slo");
+    if (slo.has("ttft")) v.slo_ttft = slo.time("ttft");
+    if (slo.has("tpot")) v.slo_tpot = slo.time("tpot");
+  }
+  return v;
 }
 
 Scenario read(const YAML::Node& root, const std::string& origin, const std::string& base_dir) {
@@ -255,7 +315,28 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     }
   }
   const model::TopologySpec spec = model::load_preset(s.preset, s.hardware_overrides);
-  {
+  if (top.has("instances")) {
+    if (!s.paged) top.fail_key("instances", "serving studies need cache.layout: paged");
+    if (s.api_version != 2) top.fail_key("instances", "serving studies need transfer.api: 2");
+    if (top.has("placement")) {
+      top.fail_key("placement", "cannot go with instances (instances place themselves)");
+    }
+    s.serving = read_serving(top, s);
+    const int per_node = spec.devices_per_node / s.tensor_parallel;
+    if (per_node < 1) {
+      top.fail_key("instances", "TP" + std::to_string(s.tensor_parallel) + " does not fit a " +
+                                    std::to_string(spec.devices_per_node) + "-device node");
+    }
+    const int needed = (s.serving->prefill_instances + per_node - 1) / per_node +
+                       (s.serving->decode_instances + per_node - 1) / per_node;
+    if (needed > spec.nodes) {
+      top.fail_key("instances", "need " + std::to_string(needed) + " nodes but the machine has " +
+                                    std::to_string(spec.nodes) +
+                                    " (set hardware.nodes: " + std::to_string(needed) + ")");
+    }
+  } else if (top.has("serving")) {
+    top.fail_key("serving", "needs an instances section");
+  } else {
     YamlReader pl = top.child("placement");
     s.prompt_node = static_cast<int>(pl.integer("prompt_node", 0, spec.nodes - 1));
     s.decode_node = static_cast<int>(pl.integer("decode_node", 0, spec.nodes - 1));

@@ -33,6 +33,29 @@ enum class TransferMethod {
                 ///< vLLM-Ascend)
 };
 
+/// A serving study's cluster and policies (scenario sections `instances:` and `serving:`): N
+/// prefill and M decode instances of model.tensor_parallel ranks each, serving the workload as an
+/// engine would. Values marked [I] in scenarios/README.md are choices, not measurements.
+struct ServingSpec {
+  int prefill_instances = 1;
+  int decode_instances = 1;
+  /// How arrivals pick a prefill instance and prefilled requests a decode instance.
+  enum class Router {
+    kRoundRobin,
+    kLeastLoaded,  ///< prefill: fewest queued tokens; decode: most free KV blocks
+  } router = Router::kLeastLoaded;
+  std::uint64_t token_budget = 16384;  ///< prompt tokens per prefill batch (at least one request)
+  int decode_batch = 256;              ///< requests per decode step
+  /// KV blocks per rank's cache on either side; none: as many as fit in the HBM left after the
+  /// weights, times memory_utilization.
+  std::optional<std::int64_t> cache_blocks;
+  double memory_utilization = 0.9;  ///< [I] vLLM's gpu_memory_utilization default
+  double decode_efficiency = 0.7;   ///< [I] achieved / peak HBM bandwidth in a decode step
+  double verify_fraction = 1.0;  ///< every k-th request (k = round(1/f)) is verified byte for byte
+  model::SimTime slo_ttft = 2'000'000'000'000;  ///< DistServe-style SLOs for goodput
+  model::SimTime slo_tpot = 100'000'000'000;
+};
+
 /// A parsed scenario.
 struct Scenario {
   std::string origin;    ///< file path or "<text>"
@@ -60,6 +83,8 @@ struct Scenario {
   int prompt_node = 0;
   int decode_node = 1;
   std::vector<FaultSpec> faults;
+  /// Set for serving studies (an `instances:` section); else the single-request runner.
+  std::optional<ServingSpec> serving;
 
   /// Per-layer prefill time of one request on one rank.
   model::SimTime prefill_layer_time(std::uint64_t prompt_tokens) const;

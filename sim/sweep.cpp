@@ -1,5 +1,7 @@
 #include "sim/sweep.h"
 
+#include "sim/serving/metrics.h"
+
 #include <sstream>
 
 namespace kvsim::sim {
@@ -50,6 +52,15 @@ SweepRow sweep_row(const RunResult& r) {
   row.kv_bytes_per_request = bytes / n;
   row.effective_gbps = effective / n;
   row.line_rate_gbps = r.line_rate / 1e9;
+  const serving::ServingMetrics m = serving::serving_metrics(r);
+  row.ttft_p50_us = m.ttft.p50;
+  row.ttft_p99_us = m.ttft.p99;
+  row.kv_ready_p99_us = m.kv_ready.p99;
+  row.exposed_p99_us = m.exposed.p99;
+  if (r.scenario.serving) {
+    row.slo_attainment = m.slo_attainment;
+    row.goodput_rps = m.goodput_rps;
+  }
   return row;
 }
 
@@ -57,17 +68,23 @@ std::string sweep_csv(const std::vector<SweepAxis>& axes, const std::vector<Poin
   std::ostringstream csv;
   for (const SweepAxis& axis : axes) csv << axis.key << ',';
   csv << "point,requests,mean_exposed_us,mean_ttft_us,exposed_share_pct,kv_bytes_per_request,"
-         "effective_gbps,line_rate_gbps,status\n";
+         "effective_gbps,line_rate_gbps,ttft_p50_us,ttft_p99_us,kv_ready_p99_us,exposed_p99_us,"
+         "slo_attainment,goodput_rps,status\n";
   for (std::size_t i = 0; i < points.size(); ++i) {
     for (const auto& [key, value] : points[i].overrides) csv << value << ',';
     if (!points[i].result) {
-      csv << i << ",0,,,,,,,failed\n";
+      csv << i << ",0,,,,,,,,,,,,,failed\n";
       continue;
     }
     const SweepRow row = sweep_row(*points[i].result);
     csv << i << ',' << row.requests << ',' << row.mean_exposed_us << ',' << row.mean_ttft_us << ','
         << row.exposed_share_pct << ',' << row.kv_bytes_per_request << ',' << row.effective_gbps
-        << ',' << row.line_rate_gbps << ',' << (points[i].exit_code == 0 ? "ok" : "failed") << '\n';
+        << ',' << row.line_rate_gbps << ',' << row.ttft_p50_us << ',' << row.ttft_p99_us << ','
+        << row.kv_ready_p99_us << ',' << row.exposed_p99_us << ',';
+    if (row.slo_attainment) csv << *row.slo_attainment;
+    csv << ',';
+    if (row.goodput_rps) csv << *row.goodput_rps;
+    csv << ',' << (points[i].exit_code == 0 ? "ok" : "failed") << '\n';
   }
   return csv.str();
 }

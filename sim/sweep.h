@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct SweepRow {
   double kv_bytes_per_request = 0;
   double effective_gbps = 0;  ///< mean over requests
   double line_rate_gbps = 0;
+  double ttft_p50_us = 0;
+  double ttft_p99_us = 0;
+  double kv_ready_p99_us = 0;
+  double exposed_p99_us = 0;
+  std::optional<double> slo_attainment;  ///< serving runs only
+  std::optional<double> goodput_rps;
 };
 /// The sweep.csv figures of one result.
 SweepRow sweep_row(const RunResult& result);

@@ -76,6 +76,10 @@ class Result:
         self.end_us = self.data["end_us"]
         self.line_rate_gbps = self.data["line_rate_gbps"]
         self.effective_rate_gbps = self.data["effective_rate_gbps"]
+        # Serving studies: percentiles, SLO attainment, goodput (result.json "serving"), and the
+        # sampled queues and link utilisation ({"time_us": [...], name: [...]}).
+        self.serving = self.data.get("serving")
+        self.series = self.data.get("series", {})
 
     def __getattr__(self, name):
         figures = self.__dict__.get("figures", {})

@@ -47,11 +47,18 @@ void bind_results(py::module_& m) {
           "figures",
           [](const sim::RunResult& r) {
             const sim::SweepRow row = sim::sweep_row(r);
-            return py::dict(
+            py::dict d(
                 "requests"_a = r.requests.size(), "mean_exposed_us"_a = row.mean_exposed_us,
                 "mean_ttft_us"_a = row.mean_ttft_us, "exposed_share_pct"_a = row.exposed_share_pct,
                 "kv_bytes_per_request"_a = row.kv_bytes_per_request,
-                "effective_gbps"_a = row.effective_gbps, "line_rate_gbps"_a = row.line_rate_gbps);
+                "effective_gbps"_a = row.effective_gbps, "line_rate_gbps"_a = row.line_rate_gbps,
+                "ttft_p50_us"_a = row.ttft_p50_us, "ttft_p99_us"_a = row.ttft_p99_us,
+                "kv_ready_p99_us"_a = row.kv_ready_p99_us, "exposed_p99_us"_a = row.exposed_p99_us);
+            if (row.slo_attainment) {
+              d["slo_attainment"] = *row.slo_attainment;
+              d["goodput_rps"] = *row.goodput_rps;
+            }
+            return d;
           },
           "The per-point figures of sweep.csv.")
       .def_property_readonly(

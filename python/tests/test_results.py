@@ -318,3 +318,32 @@ def test_sweep_keys_as_cli_strings(small):
         kvsim.sweep(small, set={BANDWIDTH: []})
     with pytest.raises(ValueError, match="key=value"):
         kvsim.sweep(small, set=["=1"])
+
+
+def test_serving_sweep_gives_percentiles_and_series(tmp_path):
+    """A 2P2D serving study through kvsim.sweep: the figures of sweep.csv, result.json's serving
+    block and the sampled series, equal to what the CLI writes."""
+    text = SMALL.replace("placement:\n  prompt_node: 0\n  decode_node: 1\n",
+                         "instances: {prefill: 2, decode: 2}\n"
+                         "serving: {verify: 0.5, slo: {ttft: 50ms, tpot: 20ms}}\n")
+    text = text.replace("  preset: atlas-a2\n", "  preset: atlas-a2\n  nodes: 2\n")
+    text = text.replace("  requests: 3\n  interval: 2ms\n",
+                        "  requests: 40\n  arrivals: {process: poisson, rate: 200}\n"
+                        "  output_tokens: 8\n")
+    path = tmp_path / "serving.yaml"
+    path.write_text(text)
+    sweep = kvsim.sweep(str(path), {BANDWIDTH: ["100Gb/s", "400Gb/s"]})
+    for r in sweep:
+        assert r.ok, r.summary
+        assert r.serving["requests"] == 40
+        assert r.serving["checked"] == 20 and r.serving["verified"] == 20
+        assert r.ttft_p99_us >= r.ttft_p50_us > 0
+        assert 0 <= r.slo_attainment <= 1
+        assert len(r.series["time_us"]) > 0
+        assert {"prefill0 queue", "decode1 running"} <= set(r.series)
+        assert all(q.first_token_us >= q.transfer_end_us for q in r.requests)
+    # A faster link never makes the KV later.
+    assert sweep[1].kv_ready_p99_us <= sweep[0].kv_ready_p99_us
+    cli("sweep", str(path), "--set", f"{BANDWIDTH}=100Gb/s,400Gb/s", "-o", str(tmp_path / "cli"),
+        "--no-report")
+    assert sweep.csv == (tmp_path / "cli" / "sweep.csv").read_text()

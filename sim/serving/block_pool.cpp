@@ -1,0 +1,63 @@
+#include "sim/serving/block_pool.h"
+
+#include <random>
+#include <stdexcept>
+
+namespace kvsim::sim::serving {
+
+BlockPool::BlockPool(std::int64_t blocks, bool sequential)
+    : capacity_(blocks), sequential_(sequential), free_(blocks) {
+  if (blocks < 0) throw std::invalid_argument("BlockPool: blocks must be >= 0");
+  tree_.assign(static_cast<std::size_t>(blocks) + 1, 0);
+  taken_.assign(static_cast<std::size_t>(blocks), false);
+  // Every id free: node i covers (i - lowbit(i), i].
+  for (std::int64_t i = 1; i <= blocks; ++i) tree_[static_cast<std::size_t>(i)] = i & -i;
+  while (top_bit_ * 2 <= blocks) top_bit_ *= 2;
+}
+
+void BlockPool::add(std::int64_t id, std::int64_t delta) {
+  for (std::int64_t i = id + 1; i <= capacity_; i += i & -i)
+    tree_[static_cast<std::size_t>(i)] += delta;
+}
+
+std::int64_t BlockPool::kth_free(std::int64_t k) const {
+  std::int64_t pos = 0;
+  for (std::int64_t step = top_bit_; step > 0; step /= 2) {
+    const std::int64_t next = pos + step;
+    if (next <= capacity_ && tree_[static_cast<std::size_t>(next)] <= k) {
+      pos = next;
+      k -= tree_[static_cast<std::size_t>(next)];
+    }
+  }
+  return pos;  // 1-based position pos + 1, i.e. id pos
+}
+
+std::optional<std::vector<std::int64_t>> BlockPool::allocate(std::uint64_t n, std::uint64_t seed) {
+  if (n > static_cast<std::uint64_t>(free_)) return std::nullopt;
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(n));
+  std::mt19937_64 rng(seed);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::int64_t k =
+        sequential_ ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(free_));
+    const std::int64_t id = kth_free(k);
+    add(id, -1);
+    taken_[static_cast<std::size_t>(id)] = true;
+    --free_;
+    out.push_back(id);
+  }
+  return out;
+}
+
+void BlockPool::release(const std::vector<std::int64_t>& ids) {
+  for (const std::int64_t id : ids) {
+    if (id < 0 || id >= capacity_ || !taken_[static_cast<std::size_t>(id)]) {
+      throw std::logic_error("BlockPool: block " + std::to_string(id) + " is not handed out");
+    }
+    taken_[static_cast<std::size_t>(id)] = false;
+    add(id, 1);
+    ++free_;
+  }
+}
+
+}  // namespace kvsim::sim::serving

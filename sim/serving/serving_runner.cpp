@@ -1,0 +1,756 @@
+#include "sim/serving/serving_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+
+#include "impl/directory.h"
+#include "impl/llm_datadist.h"
+#include "impl/validation.h"
+#include "sim/chrome_trace.h"
+#include "sim/engine_setup.h"
+#include "sim/serving/block_pool.h"
+#include "sim/world.h"
+
+namespace kvsim::sim::serving {
+namespace {
+
+using impl::LLMStatusCode;
+using model::SimTime;
+
+constexpr std::uint64_t kPromptClusterBase = 100;  // the single-request runner's ids for 1P1D
+constexpr std::uint64_t kDecodeClusterBase = 200;
+constexpr std::size_t kTraceRequestLimit = 500;  // a Chrome trace of more would not open
+
+// One rank of an instance: its engine on its device and its registered paged cache.
+struct RankEngine {
+  int device = 0;
+  std::uint64_t cluster = 0;
+  std::unique_ptr<impl::LLMDataDist> dist;
+  std::optional<impl::CacheView> cache;  // set once registered
+};
+
+// A prefill or decode instance: TP ranks on one node sharing one block table.
+struct Instance {
+  std::string name;
+  std::vector<RankEngine> ranks;
+  std::unique_ptr<BlockPool> pool;
+  std::unique_ptr<impl::Signal> bell;  // set to wake the instance's loop (fresh per wait)
+  std::deque<int> queue;               // prefill: waiting requests; decode: KV landed
+  std::uint64_t queued_tokens = 0;     // prefill: prompt tokens queued or in the running batch
+  std::vector<int> running;            // decode: the batch being stepped
+};
+
+// A request's life in the cluster.
+struct Live {
+  RequestResult r;
+  std::vector<std::int64_t> src_blocks;  // prefill side
+  std::vector<std::int64_t> dst_all;     // decode side: prompt and output blocks
+  std::vector<std::int64_t> dst_blocks;  // decode side: the prompt's, where the KV lands
+  std::vector<impl::CacheTask> tasks;    // layer-wise: one per rank
+  std::uint64_t generated = 0;
+};
+
+// The per-layer "computed" events of one prefill batch, shared by its requests' tasks (the
+// documented per-layer event pattern, spec 8).
+struct BatchLayers {
+  std::vector<std::unique_ptr<impl::Signal>> computed;
+};
+
+class LayerEvents final : public impl::LayerSynchronizer {
+ public:
+  explicit LayerEvents(std::shared_ptr<BatchLayers> batch) : batch_(std::move(batch)) {}
+  bool synchronize_layer(std::int64_t layer, std::optional<std::int64_t>) override {
+    return batch_->computed.at(static_cast<std::size_t>(layer))->wait_for(impl::kForever);
+  }
+
+ private:
+  std::shared_ptr<BatchLayers> batch_;
+};
+
+class Serving {
+ public:
+  Serving(const Scenario& s, const RunOptions& o)
+      : s_(s), v_(*s.serving), options_(o), world_(s.preset, s.hardware_overrides) {
+    if (o.trace && o.attach) {
+      throw std::invalid_argument("RunOptions: trace and attach both need the fabric's observer");
+    }
+    if (o.trace && s.requests.size() <= kTraceRequestLimit) {
+      trace_ = std::make_unique<ChromeTrace>(world_.fabric());
+    }
+    if (o.attach) o.attach(world_.fabric());
+    result_.scenario = s;
+    live_.resize(s.requests.size());
+  }
+
+  RunResult go() {
+    setup();
+    for (const FaultSpec& f : s_.faults) world_.fabric().schedule_link_event(f.link, f.at, f.event);
+    busy_ = 1;  // the arrivals job
+    world_.platform().spawn("arrivals", [this] { arrivals(); });
+    for (std::size_t p = 0; p < prefill_.size(); ++p) {
+      world_.platform().spawn("prefill" + std::to_string(p), [this, p] { prefill_loop(p); });
+    }
+    for (std::size_t d = 0; d < decode_.size(); ++d) {
+      world_.platform().spawn("decode" + std::to_string(d), [this, d] { decode_loop(d); });
+    }
+    world_.platform().spawn("sampler", [this] { sampler(); });
+    world_.platform().run_until_idle();
+    if (!error_.empty()) throw std::runtime_error(error_);
+    if (completed_ != live_.size()) {
+      throw std::runtime_error("serving stalled with " + std::to_string(live_.size() - completed_) +
+                               " of " + std::to_string(live_.size()) + " requests unserved");
+    }
+    finish();
+    return std::move(result_);
+  }
+
+ private:
+  impl::Platform& platform() { return world_.platform(); }
+  int tp() const { return s_.tensor_parallel; }
+  bool layerwise() const { return s_.method == TransferMethod::kLayerwise; }
+
+  std::uint64_t blocks_for(std::uint64_t tokens) const {
+    return (tokens + s_.block_tokens - 1) / s_.block_tokens;
+  }
+  std::uint64_t block_bytes() const {  // one block of one tensor
+    return desc_.size() / static_cast<std::uint64_t>(blocks_);
+  }
+
+  // Weights one rank reads per decode step: the active parameters of every layer [I]:
+  // embeddings are left out and MoE experts count once per token.
+  double weight_bytes_per_rank() const {
+    return s_.model.active_params_per_layer() * s_.model.layers * s_.dtype_bytes / tp();
+  }
+  double kv_bytes_per_token_rank() const {
+    return static_cast<double>(s_.model.kv_elements_per_token(tp())) * 2.0 * s_.model.layers *
+           s_.dtype_bytes;
+  }
+
+  // Blocks per rank's cache: given, or what fits beside the weights (vLLM's sizing rule)...
+  std::int64_t cache_blocks(const model::TopologySpec& spec) const {
+    if (v_.cache_blocks) return *v_.cache_blocks;
+    const double per_block = static_cast<double>(s_.block_tokens) * kv_bytes_per_token_rank();
+    const double room = static_cast<double>(spec.hbm_capacity) * v_.memory_utilization -
+                        weight_bytes_per_rank() - 2.0 * s_.model.layers * kCacheAlign;
+    // ... and within what one device may register (spec 4: at most 50 GB).
+    const double limit = static_cast<double>(impl::RegistrationLimits{}.max_device_bytes);
+    const auto blocks = static_cast<std::int64_t>(std::floor(std::min(room, limit) / per_block));
+    if (blocks < 1) {
+      throw std::runtime_error("serving: the weights (" +
+                               std::to_string(weight_bytes_per_rank() / 1e9) +
+                               " GB per rank) leave no HBM for KV blocks");
+    }
+    return blocks;
+  }
+
+  void make_instance(Instance& inst, const std::string& name, int first_device,
+                     std::uint64_t first_cluster, impl::LLMRole role) {
+    inst.name = name;
+    inst.ranks.resize(static_cast<std::size_t>(tp()));
+    for (int r = 0; r < tp(); ++r) {
+      RankEngine& k = inst.ranks[static_cast<std::size_t>(r)];
+      k.device = first_device + r;
+      k.cluster = first_cluster + static_cast<std::uint64_t>(r);
+      k.dist = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(), role, k.cluster);
+    }
+    inst.pool = std::make_unique<BlockPool>(blocks_, s_.sequential_blocks);
+  }
+
+  void init_rank(RankEngine& k, const std::string& name, bool listen) {
+    std::map<std::string, std::string> o = engine_options(platform(), k.device, listen);
+    o[impl::kOptionDeviceId] = "0";  // each engine is a process that sees its one device
+    if (s_.sync_kv_timeout_ms) {
+      o[impl::kOptionSyncKvCacheWaitTime] = std::to_string(*s_.sync_kv_timeout_ms);
+    }
+    const int process = world_.platform().add_process(
+        {name, world_.fabric().topology().node_of(k.device), {k.device}});
+    world_.platform().run_as(process, [&] { k.dist->init(o); });
+  }
+
+  void setup() {
+    const model::TopologySpec& spec = world_.spec();
+    std::uint64_t longest = 0;
+    for (const Request& q : s_.requests) {
+      longest = std::max(longest, q.prompt_tokens + std::max<std::uint64_t>(q.output_tokens, 1));
+    }
+    blocks_ = cache_blocks(spec);
+    if (blocks_for(longest) > static_cast<std::uint64_t>(blocks_)) {
+      throw std::runtime_error("serving: a request of " + std::to_string(longest) +
+                               " tokens needs " + std::to_string(blocks_for(longest)) +
+                               " blocks but a cache holds " + std::to_string(blocks_) +
+                               " (serving.cache_blocks or a shorter workload.trace cap)");
+    }
+    desc_ = impl::CacheDesc(2 * s_.model.layers,
+                            {blocks_, static_cast<std::int64_t>(s_.block_tokens),
+                             static_cast<std::int64_t>(s_.model.kv_elements_per_token(tp()))},
+                            data_type_of(s_.dtype));
+    // Instances fill nodes in order, prefill first; decode starts on a node of its own.
+    const int per_node = spec.devices_per_node / tp();
+    const int dpn = spec.devices_per_node;
+    const int prefill_nodes = (v_.prefill_instances + per_node - 1) / per_node;
+    const std::uint64_t decode_base = std::max<std::uint64_t>(
+        kDecodeClusterBase, kPromptClusterBase + static_cast<std::uint64_t>(v_.prefill_instances) *
+                                                     static_cast<std::uint64_t>(tp()));
+    prefill_.resize(static_cast<std::size_t>(v_.prefill_instances));
+    decode_.resize(static_cast<std::size_t>(v_.decode_instances));
+    for (int p = 0; p < v_.prefill_instances; ++p) {
+      make_instance(prefill_[static_cast<std::size_t>(p)], "prefill" + std::to_string(p),
+                    (p / per_node) * dpn + (p % per_node) * tp(),
+                    kPromptClusterBase + static_cast<std::uint64_t>(p * tp()),
+                    impl::LLMRole::PROMPT);
+    }
+    for (int d = 0; d < v_.decode_instances; ++d) {
+      make_instance(decode_[static_cast<std::size_t>(d)], "decode" + std::to_string(d),
+                    (prefill_nodes + d / per_node) * dpn + (d % per_node) * tp(),
+                    decode_base + static_cast<std::uint64_t>(d * tp()), impl::LLMRole::DECODER);
+    }
+    // Layer-wise pushes from the prompt side, so decode listens; pull_blocks pulls from the
+    // decode side, so prefill listens (spec 8). Rank r of every prefill instance links to rank r
+    // of every decode instance, in the single-request runner's order for 1P1D.
+    const bool decode_listens = layerwise();
+    for (std::size_t r = 0; r < static_cast<std::size_t>(tp()); ++r) {
+      for (Instance& p : prefill_)
+        init_rank(p.ranks[r], p.name + "r" + std::to_string(r), !decode_listens);
+      for (Instance& d : decode_)
+        init_rank(d.ranks[r], d.name + "r" + std::to_string(r), decode_listens);
+      for (Instance& p : prefill_) {
+        p.ranks[r].cache = allocate_and_register(
+            platform(), *p.ranks[r].dist, p.ranks[r].device, desc_, true,
+            layerwise()
+                ? std::nullopt
+                : std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{p.ranks[r].cluster, 0}));
+      }
+      for (Instance& d : decode_) {
+        d.ranks[r].cache = allocate_and_register(platform(), *d.ranks[r].dist, d.ranks[r].device,
+                                                 desc_, true, std::nullopt);
+      }
+      for (Instance& p : prefill_) {
+        for (Instance& d : decode_) {
+          RankEngine& pk = p.ranks[r];
+          RankEngine& dk = d.ranks[r];
+          const impl::LLMClusterInfo info =
+              decode_listens ? server_info(platform(), dk.cluster, dk.device, pk.device)
+                             : server_info(platform(), pk.cluster, pk.device, dk.device);
+          impl::LLMDataDist& client = decode_listens ? *pk.dist : *dk.dist;
+          const auto [code, codes] = client.link_clusters({info});
+          if (code != LLMStatusCode::LLM_SUCCESS) {
+            throw std::runtime_error(p.name + " rank " + std::to_string(r) + " to " + d.name +
+                                     ": link_clusters failed with " +
+                                     std::string(impl::to_string(code)));
+          }
+        }
+      }
+    }
+    const model::Topology& t = world_.fabric().topology();
+    const int pd = prefill_[0].ranks[0].device, dd = decode_[0].ranks[0].device;
+    const model::Route route = t.route(t.device_memory(pd), t.device_memory(dd), pd, 0);
+    const model::Link& link = t.links()[route.links.front()];
+    result_.effective_rate = link.nominal_effective;
+    result_.line_rate =
+        link.type == spec.scale_out.type ? spec.scale_out.bandwidth : spec.scale_up.bandwidth;
+    const std::size_t stride =
+        v_.verify_fraction > 0
+            ? std::max<std::size_t>(1,
+                                    static_cast<std::size_t>(std::llround(1 / v_.verify_fraction)))
+            : 0;
+    for (std::size_t i = 0; i < live_.size(); ++i) {
+      const Request& q = s_.requests[i];
+      RequestResult& r = live_[i].r;
+      r.id = static_cast<int>(i);
+      r.prompt_tokens = q.prompt_tokens;
+      r.output_tokens = std::max<std::uint64_t>(q.output_tokens, 1);
+      r.arrival = q.arrival;
+      r.checked = stride > 0 && i % stride == 0;
+      last_arrival_ = std::max(last_arrival_, q.arrival);
+    }
+  }
+
+  void ring(Instance& inst) {
+    if (inst.bell && !inst.bell->is_set()) inst.bell->set();
+  }
+  void wait(Instance& inst) {
+    inst.bell = platform().make_signal();
+    (void)inst.bell->wait_for(impl::kForever);
+    inst.bell.reset();
+  }
+
+  void fail(const std::exception& e) {
+    if (error_.empty()) error_ = std::string("request serving failed: ") + e.what();
+    finished_ = true;
+    for (Instance& i : prefill_) ring(i);
+    for (Instance& i : decode_) ring(i);
+  }
+
+  void arrivals() {
+    try {
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < live_.size(); ++i) {
+        const SimTime at = live_[i].r.arrival;
+        if (platform().now() < at) platform().sleep(at - platform().now());
+        std::size_t p = next;
+        if (v_.router == ServingSpec::Router::kRoundRobin) {
+          next = (next + 1) % prefill_.size();
+        } else {
+          for (std::size_t c = 0; c < prefill_.size(); ++c) {
+            if (prefill_[c].queued_tokens < prefill_[p].queued_tokens) p = c;
+          }
+        }
+        Instance& inst = prefill_[p];
+        live_[i].r.prefill_instance = static_cast<int>(p);
+        inst.queue.push_back(static_cast<int>(i));
+        inst.queued_tokens += live_[i].r.prompt_tokens;
+        ring(inst);
+      }
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+    --busy_;
+  }
+
+  // A decode instance with room for `blocks`, by the router's rule; -1 if none has.
+  int pick_decode(std::uint64_t blocks) {
+    const auto fits = [&](std::size_t d) {
+      return static_cast<std::uint64_t>(decode_[d].pool->free_blocks()) >= blocks;
+    };
+    if (v_.router == ServingSpec::Router::kRoundRobin) {
+      for (std::size_t k = 0; k < decode_.size(); ++k) {
+        const std::size_t d = (next_decode_ + k) % decode_.size();
+        if (fits(d)) {
+          next_decode_ = (d + 1) % decode_.size();
+          return static_cast<int>(d);
+        }
+      }
+      return -1;
+    }
+    int best = -1;
+    for (std::size_t d = 0; d < decode_.size(); ++d) {
+      if (fits(d) &&
+          (best < 0 || decode_[d].pool->free_blocks() >
+                           decode_[static_cast<std::size_t>(best)].pool->free_blocks())) {
+        best = static_cast<int>(d);
+      }
+    }
+    return best;
+  }
+
+  // Takes queued requests in order up to the token budget, each with its prefill blocks and a
+  // decode reservation (prompt and output). Stops at the first that cannot get its blocks.
+  std::vector<int> form_batch(Instance& inst) {
+    std::vector<int> batch;
+    std::uint64_t tokens = 0;
+    while (!inst.queue.empty()) {
+      Live& q = live_[static_cast<std::size_t>(inst.queue.front())];
+      if (!batch.empty() && tokens + q.r.prompt_tokens > v_.token_budget) break;
+      const std::uint64_t need = blocks_for(q.r.prompt_tokens);
+      const std::uint64_t reserve = blocks_for(q.r.prompt_tokens + q.r.output_tokens);
+      if (static_cast<std::uint64_t>(inst.pool->free_blocks()) < need) break;
+      const int d = pick_decode(reserve);
+      if (d < 0) break;
+      const auto id = static_cast<std::uint64_t>(q.r.id);
+      q.src_blocks = *inst.pool->allocate(need, 2 * id + 1);  // the single-request runner's seeds
+      q.dst_all = *decode_[static_cast<std::size_t>(d)].pool->allocate(reserve, 2 * id + 2);
+      q.dst_blocks.assign(q.dst_all.begin(), q.dst_all.begin() + static_cast<std::ptrdiff_t>(need));
+      q.r.decode_instance = d;
+      tokens += q.r.prompt_tokens;
+      batch.push_back(q.r.id);
+      inst.queue.pop_front();
+    }
+    return batch;
+  }
+
+  void prefill_loop(std::size_t p) {
+    Instance& inst = prefill_[p];
+    try {
+      while (!finished_) {
+        std::vector<int> batch = inst.queue.empty() ? std::vector<int>{} : form_batch(inst);
+        if (batch.empty()) {
+          wait(inst);
+          continue;
+        }
+        ++busy_;
+        run_batch(inst, batch);
+        --busy_;
+      }
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+  }
+
+  // Calls fn(first block, blocks) for each run of consecutive ids in `blocks`.
+  template <typename F>
+  static void for_runs(const std::vector<std::int64_t>& blocks, F fn) {
+    for (std::size_t i = 0; i < blocks.size();) {
+      std::size_t j = i + 1;
+      while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) ++j;
+      fn(static_cast<std::uint64_t>(blocks[i]), static_cast<std::uint64_t>(j - i));
+      i = j;
+    }
+  }
+
+  // What prefill writes, for requests that will be verified: a distinct stream per request, rank,
+  // tensor and run of blocks.
+  void fill(const Live& q, const Instance& inst) {
+    model::Topology& t = world_.fabric().topology();
+    for (std::size_t r = 0; r < inst.ranks.size(); ++r) {
+      const RankEngine& k = inst.ranks[r];
+      model::Hbm& mem = t.memory(t.device_memory(k.device));
+      for (std::size_t tensor = 0; tensor < k.cache->tensor_addrs.size(); ++tensor) {
+        for_runs(q.src_blocks, [&](std::uint64_t first, std::uint64_t n) {
+          mem.fill_pattern(
+              k.cache->tensor_addrs[tensor] + first * block_bytes(), n * block_bytes(),
+              (static_cast<std::uint64_t>(q.r.id) << 32) ^ (r << 24) ^ (tensor << 16) ^ first);
+        });
+      }
+    }
+  }
+
+  // Forgets a verified request's content on both sides, so that later, unverified copies over
+  // these blocks cost nothing (content is a map of extents, DESIGN.md).
+  void forget(const Live& q) {
+    model::Topology& t = world_.fabric().topology();
+    const Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
+    const Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+    const auto clear = [&](const RankEngine& k, const std::vector<std::int64_t>& blocks) {
+      model::ContentStore& c = t.memory(t.device_memory(k.device)).content();
+      for (const std::uint64_t base : k.cache->tensor_addrs) {
+        for_runs(blocks, [&](std::uint64_t first, std::uint64_t n) {
+          c.clear(base + first * block_bytes(), n * block_bytes());
+        });
+      }
+    };
+    for (std::size_t r = 0; r < src.ranks.size(); ++r) {
+      clear(src.ranks[r], q.src_blocks);
+      clear(dst.ranks[r], q.dst_blocks);
+    }
+  }
+
+  void run_batch(Instance& inst, const std::vector<int>& batch) {
+    const SimTime start = platform().now();
+    auto layers = std::make_shared<BatchLayers>();
+    for (int l = 0; l < s_.model.layers; ++l) layers->computed.push_back(platform().make_signal());
+    SimTime layer_time = 0;
+    for (const int id : batch) {
+      Live& q = live_[static_cast<std::size_t>(id)];
+      q.r.prefill_start = start;
+      layer_time += s_.prefill_layer_time(q.r.prompt_tokens);
+      if (q.r.checked) fill(q, inst);
+    }
+    if (layerwise()) {
+      auto sync = std::make_shared<LayerEvents>(layers);
+      for (const int id : batch) {
+        Live& q = live_[static_cast<std::size_t>(id)];
+        const Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+        for (std::size_t r = 0; r < inst.ranks.size(); ++r) {
+          std::vector<impl::AnyTransferConfig> configs{
+              impl::TransferConfig(dst.ranks[r].cluster, dst.ranks[r].cache->tensor_addrs,
+                                   impl::LayerRange{0, s_.model.layers, 1}, 0)};
+          impl::TransferBlockArgs b;
+          b.src_block_indices = q.src_blocks;
+          b.dst_block_indices = q.dst_blocks;
+          q.tasks.push_back(inst.ranks[r].dist->cache_manager().transfer_cache_async(
+              *inst.ranks[r].cache, sync, configs, b));
+        }
+        ++busy_;
+        platform().spawn("deliver", [this, id] { deliver(id); });
+      }
+    }
+    for (std::size_t l = 0; l < layers->computed.size(); ++l) {
+      const SimTime ls = platform().now();
+      platform().sleep(layer_time);
+      layers->computed[l]->set();
+      if (l == 0) {
+        for (const int id : batch)
+          live_[static_cast<std::size_t>(id)].r.transfer_start = platform().now();
+      }
+      if (trace_) {
+        trace_->add_span(inst.name, "compute", "layer " + std::to_string(l), ls, platform().now());
+      }
+    }
+    for (const int id : batch) {
+      Live& q = live_[static_cast<std::size_t>(id)];
+      q.r.prefill_end = platform().now();
+      inst.queued_tokens -= q.r.prompt_tokens;
+      if (!layerwise()) {
+        q.r.transfer_start = q.r.prefill_end;
+        ++busy_;
+        platform().spawn("pull", [this, id] { pull(id); });
+      }
+    }
+  }
+
+  void set_status(Live& q, const std::string& status) {
+    if (q.r.ok) q.r.status = status;
+    q.r.ok = false;
+  }
+
+  // Layer-wise: waits for every rank's task, then hands the request to its decode instance.
+  void deliver(int id) {
+    Live& q = live_[static_cast<std::size_t>(id)];
+    try {
+      q.r.ok = true;
+      q.r.status = "LLM_SUCCESS";
+      for (impl::CacheTask& task : q.tasks) {
+        const LLMStatusCode code = task.synchronize();
+        if (code != LLMStatusCode::LLM_SUCCESS) set_status(q, std::string(impl::to_string(code)));
+      }
+      q.tasks.clear();
+      landed(q);
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+    --busy_;
+  }
+
+  // pull_blocks after prefill: every decode rank pulls its shard at once (spec 8, vLLM-Ascend).
+  void pull(int id) {
+    Live& q = live_[static_cast<std::size_t>(id)];
+    try {
+      Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
+      Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+      std::vector<std::unique_ptr<impl::Signal>> done;
+      std::vector<std::string> errors(dst.ranks.size());
+      for (std::size_t r = 0; r < dst.ranks.size(); ++r) {
+        done.push_back(platform().make_signal());
+        platform().spawn("pull", [&, r] {
+          try {
+            dst.ranks[r].dist->cache_manager().pull_blocks(
+                impl::BlocksCacheKey{src.ranks[r].cluster, 0}, *dst.ranks[r].cache, q.src_blocks,
+                q.dst_blocks);
+          } catch (const impl::LLMException& e) {
+            errors[r] = std::string(impl::to_string(e.status_code()));
+          } catch (const std::exception& e) {
+            errors[r] = e.what();
+          }
+          done[r]->set();
+        });
+      }
+      q.r.ok = true;
+      q.r.status = "LLM_SUCCESS";
+      for (std::size_t r = 0; r < dst.ranks.size(); ++r) {
+        (void)done[r]->wait_for(impl::kForever);
+        if (!errors[r].empty()) set_status(q, errors[r]);
+      }
+      landed(q);
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+    --busy_;
+  }
+
+  // Every rank's transferred blocks on the decode side equal their prefill-side sources.
+  bool verify(const Live& q) {
+    const model::Topology& t = world_.fabric().topology();
+    const Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
+    const Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+    for (std::size_t r = 0; r < src.ranks.size(); ++r) {
+      const model::ContentStore& a = t.memory(t.device_memory(src.ranks[r].device)).content();
+      const model::ContentStore& b = t.memory(t.device_memory(dst.ranks[r].device)).content();
+      for (std::size_t tensor = 0; tensor < src.ranks[r].cache->tensor_addrs.size(); ++tensor) {
+        const std::uint64_t s0 = src.ranks[r].cache->tensor_addrs[tensor];
+        const std::uint64_t d0 = dst.ranks[r].cache->tensor_addrs[tensor];
+        for (std::size_t i = 0; i < q.src_blocks.size(); ++i) {
+          if (b.first_difference(d0 + static_cast<std::uint64_t>(q.dst_blocks[i]) * block_bytes(),
+                                 a,
+                                 s0 + static_cast<std::uint64_t>(q.src_blocks[i]) * block_bytes(),
+                                 block_bytes())) {
+            return false;
+          }
+        }
+      }
+    }
+    return true;
+  }
+
+  // The KV is on the decode side (or failed to get there): free the prefill blocks, verify, and
+  // queue for decode admission.
+  void landed(Live& q) {
+    q.r.transfer_end = platform().now();
+    q.r.bytes = q.src_blocks.size() * block_bytes() * desc_.num_tensors() *
+                static_cast<std::uint64_t>(tp());
+    Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
+    Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+    q.r.verified = q.r.ok && q.r.checked && verify(q);
+    if (q.r.checked) forget(q);
+    src.pool->release(q.src_blocks);
+    ring(src);
+    if (trace_) {
+      const std::string track = "request " + std::to_string(q.r.id);
+      trace_->add_span("requests", track, "prefill", q.r.prefill_start, q.r.prefill_end);
+      trace_->add_span("requests", track, "exposed transfer", q.r.prefill_end, q.r.transfer_end);
+    }
+    if (!q.r.ok) {
+      dst.pool->release(q.dst_all);
+      complete();
+      return;
+    }
+    dst.queue.push_back(q.r.id);
+    ring(dst);
+  }
+
+  void complete() {
+    ++completed_;
+    last_completion_ = platform().now();
+    for (Instance& p : prefill_) ring(p);  // blocks came free
+    if (options_.progress) options_.progress(completed_, live_.size());
+    if (completed_ == live_.size()) {
+      finished_ = true;
+      for (Instance& d : decode_) ring(d);
+    }
+  }
+
+  // One decode step reads the rank's weights and the KV of every running request [I].
+  SimTime step_time(const Instance& inst) const {
+    double bytes = weight_bytes_per_rank();
+    for (const int id : inst.running) {
+      const Live& q = live_[static_cast<std::size_t>(id)];
+      bytes += static_cast<double>(q.r.prompt_tokens + q.generated) * kv_bytes_per_token_rank();
+    }
+    const double rate = world_.spec().hbm_bandwidth * v_.decode_efficiency;
+    return static_cast<SimTime>(std::ceil(bytes / rate * 1e12));
+  }
+
+  void decode_loop(std::size_t d) {
+    Instance& inst = decode_[d];
+    try {
+      while (true) {
+        while (!inst.queue.empty() &&
+               inst.running.size() < static_cast<std::size_t>(v_.decode_batch)) {
+          const int id = inst.queue.front();
+          inst.queue.pop_front();
+          live_[static_cast<std::size_t>(id)].r.decode_start = platform().now();
+          inst.running.push_back(id);
+        }
+        if (inst.running.empty()) {
+          if (finished_) return;
+          wait(inst);
+          continue;
+        }
+        ++busy_;
+        const SimTime start = platform().now();
+        platform().sleep(step_time(inst));
+        if (trace_) trace_->add_span(inst.name, "decode", "step", start, platform().now());
+        std::vector<int> still;
+        for (const int id : inst.running) {
+          Live& q = live_[static_cast<std::size_t>(id)];
+          if (++q.generated == 1) q.r.first_token = platform().now();
+          if (q.generated < q.r.output_tokens) {
+            still.push_back(id);
+            continue;
+          }
+          q.r.completion = platform().now();
+          inst.pool->release(q.dst_all);
+          complete();
+        }
+        inst.running.swap(still);
+        --busy_;
+      }
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+  }
+
+  // Queue lengths and scale-out link utilisation at a fixed simulated interval. Ends with the
+  // last request, or when nothing is left that could make progress (a stall go() reports).
+  void sampler() {
+    const model::Topology& t = world_.fabric().topology();
+    const model::FluidNetwork& net = world_.fabric().network();
+    for (std::size_t i = 0; i < t.links().size(); ++i) {
+      if (t.links()[i].type == world_.spec().scale_out.type) sampled_links_.push_back(i);
+    }
+    const std::size_t columns = prefill_.size() + 2 * decode_.size() + sampled_links_.size();
+    series_.assign(columns, {});
+    std::vector<double> last(sampled_links_.size(), 0.0);
+    interval_ = std::max<SimTime>(model::kMs, last_arrival_ / 200);
+    int idle_samples = 0;
+    std::size_t completed_before = 0;
+    while (!finished_) {
+      platform().sleep(interval_);
+      const SimTime now = platform().now();
+      result_.sample_times.push_back(now);
+      std::size_t c = 0;
+      for (const Instance& p : prefill_)
+        series_[c++].push_back(static_cast<double>(p.queue.size()));
+      for (const Instance& d : decode_) {
+        series_[c++].push_back(static_cast<double>(d.running.size()));
+        series_[c++].push_back(static_cast<double>(d.queue.size()));
+      }
+      for (std::size_t k = 0; k < sampled_links_.size(); ++k) {
+        const model::Link& l = t.links()[sampled_links_[k]];
+        // The busier direction's share of the healthy capacity over the interval.
+        const double carried =
+            std::max(net.carried_bytes_at(l.forward, now), net.carried_bytes_at(l.backward, now));
+        series_[c++].push_back((carried - last[k]) /
+                               (l.nominal_effective * model::to_seconds(interval_)));
+        last[k] = carried;
+      }
+      // Nothing running for two samples in a row while requests are left: a stall.
+      idle_samples =
+          busy_ == 0 && all_waiting() && completed_ == completed_before ? idle_samples + 1 : 0;
+      completed_before = completed_;
+      if (idle_samples >= 2) return;
+    }
+  }
+
+  bool all_waiting() const {
+    for (const Instance& d : decode_) {
+      if (!d.running.empty()) return false;
+    }
+    return true;
+  }
+
+  void finish() {
+    result_.end = last_completion_;
+    for (Live& q : live_) result_.requests.push_back(std::move(q.r));
+    collect_world_results(world_, result_);
+    if (trace_) result_.trace_json = trace_->json();
+    // Series: instance queues, and the links that carried anything.
+    std::size_t c = 0;
+    for (const Instance& p : prefill_) result_.series.push_back({p.name + " queue", series_[c++]});
+    for (const Instance& d : decode_) {
+      result_.series.push_back({d.name + " running", series_[c++]});
+      result_.series.push_back({d.name + " waiting", series_[c++]});
+    }
+    const model::Topology& t = world_.fabric().topology();
+    for (std::size_t k = 0; k < sampled_links_.size(); ++k, ++c) {
+      const std::vector<double>& v = series_[c];
+      if (std::any_of(v.begin(), v.end(), [](double x) { return x > 0; })) {
+        result_.series.push_back({t.links()[sampled_links_[k]].name + " util", v});
+      }
+    }
+  }
+
+  const Scenario& s_;
+  const ServingSpec& v_;
+  RunOptions options_;
+  World world_;
+  std::unique_ptr<ChromeTrace> trace_;
+  std::vector<Instance> prefill_;
+  std::vector<Instance> decode_;
+  std::vector<Live> live_;
+  impl::CacheDesc desc_{2, {1, 1}, impl::DataType::DT_INT8};
+  std::int64_t blocks_ = 0;
+  std::size_t next_decode_ = 0;
+  std::size_t completed_ = 0;
+  int busy_ = 0;
+  bool finished_ = false;
+  SimTime last_arrival_ = 0;
+  SimTime last_completion_ = 0;
+  SimTime interval_ = 0;
+  std::vector<std::size_t> sampled_links_;
+  std::vector<std::vector<double>> series_;
+  RunResult result_;
+  std::string error_;
+};
+
+}  // namespace
+
+RunResult run_serving(const Scenario& scenario, const RunOptions& options) {
+  if (!scenario.serving) throw std::invalid_argument("run_serving: the scenario has no instances");
+  Serving run(scenario, options);
+  return run.go();
+}
+
+}  // namespace kvsim::sim::serving

@@ -1,0 +1,210 @@
+// The serving runner's consistency (label serving): with one request in flight it gives the
+// single-request runner's times exactly; one prefill instance with deterministic service under
+// Poisson arrivals waits as M/D/1 says; the bytes moved are the requests' KV sizes, on the links
+// too; two runs are identical.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "sim/result_codec.h"
+#include "sim/runner.h"
+#include "sim/scenario.h"
+#include "sim/serving/block_pool.h"
+#include "sim/serving/metrics.h"
+
+namespace kvsim::sim {
+namespace {
+
+RunOptions no_trace() {
+  RunOptions o;
+  o.trace = false;
+  return o;
+}
+const RunOptions kNoTrace = no_trace();
+
+// Llama-3-70B TP8 between two A2 servers, requests far enough apart that one is in flight.
+std::string single_request_text(const std::string& method, const std::string& table) {
+  return R"(question: consistency
+hardware: {preset: atlas-a2}
+model: {name: llama-3-70b, tensor_parallel: 8, dtype: bf16}
+cache: {layout: paged, block_tokens: 128, block_table: )" +
+         table + R"(}
+workload:
+  requests: 4
+  arrivals: {process: uniform, rate: 0.25}
+  prompt_tokens: {min: 1000, max: 3000}
+  seed: 7
+prefill: {device_tflops: 300, efficiency: 0.5}
+transfer: {method: )" +
+         method + R"(, api: 2}
+)";
+}
+
+struct Case {
+  std::string method;
+  std::string table;
+};
+
+class OneInFlight : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OneInFlight, ServingRunnerGivesTheSingleRequestRunnersTimes) {
+  const std::string base = single_request_text(GetParam().method, GetParam().table);
+  const Scenario single =
+      parse_scenario(base + "placement: {prompt_node: 0, decode_node: 1}\n", "<single>");
+  std::uint64_t longest = 0;
+  for (const Request& q : single.requests) longest = std::max(longest, q.prompt_tokens);
+  const Scenario served = parse_scenario(
+      base + "instances: {prefill: 1 x TP8, decode: 1 x TP8}\nserving: {cache_blocks: " +
+          std::to_string((longest + 127) / 128) + "}\n",
+      "<served>");
+  const RunResult a = run_scenario(single, kNoTrace);
+  const RunResult b = run_scenario(served, kNoTrace);
+  ASSERT_EQ(a.requests.size(), b.requests.size());
+  for (std::size_t i = 0; i < a.requests.size(); ++i) {
+    const RequestResult& x = a.requests[i];
+    const RequestResult& y = b.requests[i];
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(x.arrival, y.arrival);
+    EXPECT_EQ(x.prefill_start, y.prefill_start);
+    EXPECT_EQ(x.transfer_start, y.transfer_start);
+    EXPECT_EQ(x.prefill_end, y.prefill_end);
+    EXPECT_EQ(x.transfer_end, y.transfer_end);
+    EXPECT_EQ(x.bytes, y.bytes);
+    EXPECT_EQ(x.status, y.status);
+    EXPECT_TRUE(x.verified);
+    EXPECT_TRUE(y.verified);
+    EXPECT_EQ(y.queueing(), x.prefill_start - x.arrival);  // only the first waits, for the setup
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Serving, OneInFlight,
+                         ::testing::Values(Case{"layerwise", "scattered"},
+                                           Case{"layerwise", "sequential"},
+                                           Case{"pull_blocks", "scattered"}),
+                         [](const auto& p) { return p.param.method + "_" + p.param.table; });
+
+// A small model with a fixed layer time: every prefill batch of one request takes D = 10 ms.
+std::string queue_text(double rate, int requests, int prefill, int decode, double verify) {
+  return R"(question: queueing
+hardware: {preset: atlas-a2}
+model: {name: tiny, layers: 4, hidden: 1024, intermediate: 2048, heads: 8, kv_heads: 8,
+        head_dim: 128, tensor_parallel: 1, dtype: bf16}
+cache: {layout: paged, block_tokens: 16, block_table: sequential}
+workload:
+  requests: )" +
+         std::to_string(requests) + R"(
+  arrivals: {process: poisson, rate: )" +
+         std::to_string(rate) + R"(}
+  prompt_tokens: 512
+  output_tokens: 4
+  seed: 11
+prefill: {layer_time: 2.5ms}
+transfer: {method: layerwise, api: 2}
+instances: {prefill: )" +
+         std::to_string(prefill) + ", decode: " + std::to_string(decode) + R"(}
+serving: {token_budget: 512, cache_blocks: 8192, verify: )" +
+         std::to_string(verify) + "}\n";
+}
+
+TEST(Serving, OnePrefillInstanceWaitsAsMD1Says) {
+  const double service = 0.010, rho = 0.7, rate = rho / service;
+  const RunResult r =
+      run_scenario(parse_scenario(queue_text(rate, 20000, 1, 1, 0), "<md1>"), kNoTrace);
+  // Waiting time in queue of M/D/1: rho * D / (2 (1 - rho)).
+  const double expected = rho * service / (2 * (1 - rho));
+  // Batch means over 20 consecutive groups give the sampling error of the correlated waits.
+  const std::size_t groups = 20, per = r.requests.size() / groups;
+  std::vector<double> means;
+  for (std::size_t g = 0; g < groups; ++g) {
+    double sum = 0;
+    for (std::size_t i = g * per; i < (g + 1) * per; ++i) {
+      sum += model::to_seconds(r.requests[i].queueing());
+    }
+    means.push_back(sum / static_cast<double>(per));
+  }
+  const double mean = std::accumulate(means.begin(), means.end(), 0.0) / groups;
+  double var = 0;
+  for (const double m : means) var += (m - mean) * (m - mean);
+  const double stderr_of_mean = std::sqrt(var / (groups - 1) / groups);
+  EXPECT_NEAR(mean, expected, 4 * stderr_of_mean)
+      << "mean wait " << mean * 1e3 << " ms, M/D/1 " << expected * 1e3 << " ms";
+  EXPECT_LT(stderr_of_mean, 0.1 * expected);  // the run is long enough to say something
+}
+
+TEST(Serving, BytesMovedAreTheRequestsKvSizesOnTheApiAndOnTheLinks) {
+  const Scenario s = parse_scenario(queue_text(300, 400, 2, 2, 0.25), "<bytes>");
+  const RunResult r = run_scenario(s, kNoTrace);
+  const std::uint64_t block = 16ull * s.model.kv_elements_per_token(1) * s.dtype_bytes;
+  std::uint64_t expected = 0, moved = 0;
+  for (const Request& q : s.requests) {
+    expected +=
+        (q.prompt_tokens + 15) / 16 * block * 2 * static_cast<std::uint64_t>(s.model.layers);
+  }
+  for (const RequestResult& q : r.requests) {
+    moved += q.bytes;
+    EXPECT_TRUE(q.ok) << q.status;
+    EXPECT_EQ(q.verified, q.checked);
+  }
+  EXPECT_EQ(moved, expected);
+  // Prefill and decode sit on different nodes: every byte leaves one NIC and enters another.
+  double on_nics = 0;
+  for (const LinkUsage& l : r.links) {
+    if (l.type == "roce") on_nics += l.bytes;
+  }
+  EXPECT_NEAR(on_nics, 2.0 * static_cast<double>(expected), 1e-6 * static_cast<double>(expected));
+  const serving::ServingMetrics m = serving::serving_metrics(r);
+  EXPECT_EQ(m.checked, 100u);  // every 4th of 400
+  EXPECT_EQ(m.verified, 100u);
+}
+
+TEST(Serving, TwoRunsAreIdentical) {
+  const Scenario s = parse_scenario(queue_text(250, 300, 2, 2, 0.5), "<twice>");
+  EXPECT_EQ(encode_result(run_scenario(s, kNoTrace)), encode_result(run_scenario(s, kNoTrace)));
+}
+
+TEST(Serving, ARequestLargerThanACacheIsRejectedBeforeItRuns) {
+  const Scenario s = parse_scenario(
+      queue_text(10, 2, 1, 1, 1) + "", "<small>",
+      {{"serving.cache_blocks", "8"}});  // 512 prompt + 4 output tokens need 33 blocks of 16
+  try {
+    (void)run_scenario(s, kNoTrace);
+    FAIL() << "a request that can never fit ran";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("33 blocks"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BlockPool, ScatteredDrawsArePrefixesAndSequentialTakesTheLowestIds) {
+  serving::BlockPool a(100, false), b(100, false);
+  const auto ten = *a.allocate(10, 5);
+  const auto four = *b.allocate(4, 5);
+  EXPECT_TRUE(std::equal(four.begin(), four.end(), ten.begin()));
+  serving::BlockPool seq(10, true);
+  EXPECT_EQ(*seq.allocate(3, 0), (std::vector<std::int64_t>{0, 1, 2}));
+  seq.release({1});
+  EXPECT_EQ(*seq.allocate(2, 0), (std::vector<std::int64_t>{1, 3}));
+  EXPECT_FALSE(seq.allocate(7, 0));
+  EXPECT_EQ(seq.free_blocks(), 6);
+  EXPECT_THROW(seq.release({9}), std::logic_error);  // never handed out
+  // Every id once: draws and releases keep the pool a set.
+  serving::BlockPool p(64, false);
+  std::vector<std::int64_t> all;
+  for (int i = 0; i < 8; ++i) {
+    const auto got = *p.allocate(8, static_cast<std::uint64_t>(i));
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  std::sort(all.begin(), all.end());
+  for (std::int64_t i = 0; i < 64; ++i) EXPECT_EQ(all[static_cast<std::size_t>(i)], i);
+}
+
+TEST(Percentiles, NearestRank) {
+  const serving::Percentiles p = serving::percentiles({5, 1, 4, 2, 3, 6, 7, 8, 9, 10});
+  EXPECT_EQ(p.p50, 5);
+  EXPECT_EQ(p.p90, 9);
+  EXPECT_EQ(p.p99, 10);
+  EXPECT_EQ(p.mean, 5.5);
+}
+
+}  // namespace
+}  // namespace kvsim::sim
