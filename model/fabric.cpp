@@ -94,13 +94,16 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
   dst_order.reserve(descs.size());
   for (std::size_t i = 0; i < descs.size(); ++i) {
     const CopyDescriptor& d = descs[i];
-    const std::string which = "descriptor " + std::to_string(i);
     if (d.length == 0) {
-      throw ModelError(ErrorKind::kInvalidArgument, "post: " + which + " has length 0");
+      throw ModelError(ErrorKind::kInvalidArgument,
+                       "post: descriptor " + std::to_string(i) + " has length 0");
     }
     for (const auto& [addr, role] :
          {std::pair{d.src_addr, "source"}, std::pair{d.dst_addr, "destination"}}) {
       const Hbm* m = topology_->memory_at(addr);
+      // Allocated memory is inside its memory: the common case needs no message.
+      if (m != nullptr && m->is_allocated(addr, d.length)) continue;
+      const std::string which = "descriptor " + std::to_string(i);
       if (m == nullptr) {
         throw ModelError(ErrorKind::kOutOfRange, "post: " + which + " " + role + " address " +
                                                      format_address(addr) + " is in no memory");

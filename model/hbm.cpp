@@ -124,15 +124,24 @@ void Hbm::free(std::uint64_t addr) {
   content_.clear(it->first, it->second);
   allocated_bytes_ -= it->second;
   allocations_.erase(it);
+  hit_size_ = 0;
 }
 
 bool Hbm::is_allocated(std::uint64_t addr, std::uint64_t len) const {
   if (len == 0) return addr >= base_ && addr <= end();
   if (len > kMax - addr) return false;
+  if (hit_size_ > 0 && addr - hit_start_ < hit_size_ && len <= hit_size_ - (addr - hit_start_)) {
+    return true;
+  }
   auto it = allocations_.upper_bound(addr);
   if (it == allocations_.begin()) return false;
   --it;
-  return addr - it->first < it->second && len <= it->second - (addr - it->first);
+  if (addr - it->first < it->second && len <= it->second - (addr - it->first)) {
+    hit_start_ = it->first;
+    hit_size_ = it->second;
+    return true;
+  }
+  return false;
 }
 
 void Hbm::check_access(std::uint64_t addr, std::uint64_t len, const char* what) const {

@@ -60,6 +60,10 @@ class Hbm {
   Bandwidth bandwidth_;
   std::uint64_t allocated_bytes_ = 0;
   std::map<std::uint64_t, std::uint64_t> allocations_;  ///< start -> size
+  // The allocation is_allocated found last (size 0: none): a layer's descriptors mostly fall in
+  // one tensor, so most checks end here. Cleared when an allocation is freed.
+  mutable std::uint64_t hit_start_ = 0;
+  mutable std::uint64_t hit_size_ = 0;
   ContentStore content_;
 
   std::uint64_t end() const { return base_ + capacity_; }

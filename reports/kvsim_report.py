@@ -256,7 +256,7 @@ def render_sweep(folder):
     numbers = [(", ".join(f"{k}={r[k]}" for k in keys),
                 f"exposed {float(r['mean_exposed_us']):.1f} us, {float(r['effective_gbps']):.2f} GB/s, "
                 f"{r['status']}") for r in rows]
-    _index(folder, "kvsim sweep", numbers, images, _sensitivity_panel(folder))
+    _index(folder, "kvsim sweep", numbers, images, _serving_panel(folder) + _sensitivity_panel(folder))
     return images
 
 
@@ -297,6 +297,33 @@ def _serving_sweep(folder, rows, keys, x_key, series):
     ax.set_title("TTFT CDF per sweep point")
     _save(fig, folder, "serving_cdfs")
     return ["serving_sweep", "serving_cdfs"]
+
+
+def _serving_panel(folder):
+    """The serving sweep `kvsim sweep ... -o FOLDER/serving` wrote: its figures per point and plots."""
+    path = os.path.join(folder, "serving", "sweep.csv")
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    keys = [k for k in rows[0] if k not in FIGURES and k != "workload.trace.window.to"]
+    question = ""
+    result = os.path.join(folder, "serving", "point-0", "result.json")
+    if os.path.exists(result):
+        with open(result) as f:
+            question = json.load(f)["scenario"]["question"]
+    lines = "".join(
+        f"<tr><th>{html.escape(', '.join(f'{k}={r[k]}' for k in keys))}</th>"
+        f"<td>TTFT p50 {float(r['ttft_p50_us']) / 1e3:.1f} ms, p99 {float(r['ttft_p99_us']) / 1e3:.1f} ms; "
+        f"KV ready p99 {float(r['kv_ready_p99_us']) / 1e3:.1f} ms; exposed KV p99 "
+        f"{float(r['exposed_p99_us']) / 1e3:.2f} ms; SLOs met {100 * float(r['slo_attainment'] or 0):.1f} %"
+        f"</td></tr>" for r in rows)
+    imgs = "".join(f'<p><img src="serving/{n}.svg" alt="{n}" style="max-width:100%"></p>'
+                   for n in ("serving_sweep", "serving_cdfs")
+                   if os.path.exists(os.path.join(folder, "serving", f"{n}.svg")))
+    return (f"<h2>Serving at cluster scale</h2><p>{html.escape(question)} "
+            "(a slice of the trace; serving/index.html has every point)</p>"
+            f"<table>{lines}</table>{imgs}")
 
 
 def _sensitivity_panel(folder):

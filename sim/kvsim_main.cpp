@@ -179,6 +179,15 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
     if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=v1,v2,...");
     axes.push_back({kv.first, kvsim::sim::split_values(kv.second)});
   }
+  if (axes.empty()) {
+    for (const auto& [key, values] : kvsim::sim::load_scenario(scenario_path).sweep) {
+      axes.push_back({key, values});
+    }
+    if (axes.empty()) {
+      throw CLI::ValidationError("--set", "give --set key=v1,v2,... or a sweep: section in " +
+                                              scenario_path);
+    }
+  }
   prepare_out_dir(out_dir);
   kvsim::sim::ScenarioSource source;
   source.path = scenario_path;
@@ -288,13 +297,15 @@ int sc_main(int argc, char* argv[]) {
   run->add_flag("-q,--quiet", quiet, "Print nothing on success");
   run->add_flag("--no-report", no_report, "Do not render plots and index.html");
   CLI::App* sweep =
-      app.add_subcommand("sweep", "Run the cross product of --set value lists in parallel");
+      app.add_subcommand("sweep", "Run the cross product of --set value lists (or the scenario's "
+                                  "sweep: section) in parallel");
   sweep->add_option("scenario", scenario, "Scenario YAML file")
       ->required()
       ->check(CLI::ExistingFile);
   sweep->add_option("-o,--out", out_dir, "Output folder")->capture_default_str();
-  sweep->add_option("--set", sets, "key=v1,v2,... (repeatable; the cross product is run)")
-      ->required();
+  sweep->add_option("--set", sets,
+                    "key=v1,v2,... (repeatable; the cross product is run); default: the "
+                    "scenario's sweep: section");
   sweep->add_option("-j,--jobs", jobs, "Parallel processes")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -79,8 +79,9 @@ std::string summary_text(const RunResult& r) {
     << (s.paged ? "paged (" + std::to_string(s.block_tokens) + "-token blocks)"
                 : std::string("contiguous"))
     << ", "
-    << (s.method == TransferMethod::kLayerwise ? "layer-wise transfer_cache_async"
-                                               : "pull_blocks after prefill")
+    << (s.method == TransferMethod::kLayerwise    ? "layer-wise transfer_cache_async"
+        : s.method == TransferMethod::kPushBlocks ? "layer-wise push_blocks"
+                                                  : "pull_blocks after prefill")
     << ", API v" << s.api_version << "\n\n";
   char line[256];
   if (s.serving) o << serving_summary(r);
@@ -136,7 +137,7 @@ std::string result_json(const RunResult& r) {
                    {"tensor_parallel", s.tensor_parallel},
                    {"paged", s.paged},
                    {"block_tokens", s.block_tokens},
-                   {"method", s.method == TransferMethod::kLayerwise ? "layerwise" : "pull_blocks"},
+                   {"method", to_string(s.method)},
                    {"api", s.api_version}};
   nlohmann::ordered_json hw = nlohmann::ordered_json::object();
   for (const auto& [k, v] : s.hardware_overrides) hw[k] = v;

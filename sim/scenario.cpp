@@ -306,12 +306,17 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       s.method = TransferMethod::kLayerwise;
     else if (method == "pull_blocks")
       s.method = TransferMethod::kPullBlocks;
+    else if (method == "push_blocks")
+      s.method = TransferMethod::kPushBlocks;
     else
-      t.fail_key("method", "must be layerwise or pull_blocks");
+      t.fail_key("method", "must be layerwise, pull_blocks or push_blocks");
     s.api_version = static_cast<int>(t.integer("api", 1, 2));
     if (t.has("sync_kv_timeout")) s.sync_kv_timeout_ms = t.integer("sync_kv_timeout", 1, INT32_MAX);
-    if (s.method == TransferMethod::kPullBlocks && !s.paged) {
-      t.fail_key("method", "pull_blocks needs cache.layout: paged");
+    if (s.method != TransferMethod::kLayerwise && !s.paged) {
+      t.fail_key("method", std::string(to_string(s.method)) + " needs cache.layout: paged");
+    }
+    if (s.method == TransferMethod::kPushBlocks && !top.node()["instances"]) {
+      t.fail_key("method", "push_blocks is run by the serving runner: add an instances section");
     }
   }
   const model::TopologySpec spec = model::load_preset(s.preset, s.hardware_overrides);
@@ -347,6 +352,24 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
                                      "-device node");
     }
   }
+  if (top.has("sweep")) {
+    const YAML::Node axes = top.node()["sweep"];
+    if (!axes.IsMap() || axes.size() == 0) {
+      top.fail_key("sweep", "must map dotted keys to lists of values");
+    }
+    for (const auto& kv : axes) {
+      const std::string key = kv.first.as<std::string>();
+      std::vector<std::string> values;
+      if (kv.second.IsSequence()) {
+        for (const auto& v : kv.second) {
+          if (!v.IsScalar()) top.fail(v, "sweep." + key, "must list scalar values");
+          values.push_back(v.Scalar());
+        }
+      }
+      if (values.empty()) top.fail(kv.second, "sweep." + key, "must be a non-empty list of values");
+      s.sweep.emplace_back(key, values);
+    }
+  }
   if (top.has("faults")) {
     const YAML::Node list = top.node()["faults"];
     if (!list.IsSequence()) top.fail_key("faults", "must be a list");
@@ -380,6 +403,18 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
 }
 
 }  // namespace
+
+const char* to_string(TransferMethod method) {
+  switch (method) {
+    case TransferMethod::kLayerwise:
+      return "layerwise";
+    case TransferMethod::kPullBlocks:
+      return "pull_blocks";
+    case TransferMethod::kPushBlocks:
+      return "push_blocks";
+  }
+  return "?";
+}
 
 SimTime Scenario::prefill_layer_time(std::uint64_t prompt_tokens) const {
   if (layer_time) return *layer_time;

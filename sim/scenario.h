@@ -31,6 +31,8 @@ enum class TransferMethod {
   kLayerwise,   ///< transfer_cache_async, each layer as soon as it is computed (spec 3)
   kPullBlocks,  ///< whole request after prefill: decode pulls with pull_blocks (spec 8,
                 ///< vLLM-Ascend)
+  kPushBlocks,  ///< each layer as soon as it is computed, with a synchronous push_blocks per
+                ///< layer in remote-accessible mode (spec 8, xLLM); serving studies only
 };
 
 /// A serving study's cluster and policies (scenario sections `instances:` and `serving:`): N
@@ -55,6 +57,9 @@ struct ServingSpec {
   model::SimTime slo_ttft = 2'000'000'000'000;  ///< DistServe-style SLOs for goodput
   model::SimTime slo_tpot = 100'000'000'000;
 };
+
+/// "layerwise", "pull_blocks" or "push_blocks".
+const char* to_string(TransferMethod method);
 
 /// A parsed scenario.
 struct Scenario {
@@ -85,6 +90,9 @@ struct Scenario {
   std::vector<FaultSpec> faults;
   /// Set for serving studies (an `instances:` section); else the single-request runner.
   std::optional<ServingSpec> serving;
+  /// The scenario's own sweep (a `sweep:` section of dotted keys and value lists), which
+  /// `kvsim sweep` runs when no --set is given.
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
 
   /// Per-layer prefill time of one request on one rank.
   model::SimTime prefill_layer_time(std::uint64_t prompt_tokens) const;

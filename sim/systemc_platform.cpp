@@ -2,6 +2,8 @@
 #define SC_INCLUDE_DYNAMIC_PROCESSES
 #include "sim/systemc_platform.h"
 
+#include <algorithm>
+
 #include <systemc>
 
 #include <deque>
@@ -69,11 +71,13 @@ class SystemcMutex final : public impl::Mutex {
       locked_ = true;
       return;
     }
-    require_blocking_context(("Mutex(" + name_ + ")::lock").c_str());
+    if (sc_core::sc_get_curr_process_kind() == sc_core::SC_METHOD_PROC_) {
+      require_blocking_context(("Mutex(" + name_ + ")::lock").c_str());
+    }
     auto w = std::make_shared<Waiter>();
     waiters_.push_back(w);
     if (in_thread()) {
-      while (!w->granted) platform_.job_wait([&w] { sc_core::wait(w->event); }, "mutex " + name_);
+      while (!w->granted) platform_.job_wait([&w] { sc_core::wait(w->event); }, "mutex", &name_);
     } else if (!platform_.drive_until([&w] { return w->granted; }, impl::kForever)) {
       waiters_.erase(std::find(waiters_.begin(), waiters_.end(), w));
       throw std::logic_error("Mutex(" + name_ +
@@ -273,20 +277,27 @@ bool SystemcPlatform::on_job() const {
   return in_thread();
 }
 
-void SystemcPlatform::job_wait(const std::function<void()>& wait, const std::string& what) {
+void SystemcPlatform::job_wait(const std::function<void()>& wait, const char* what,
+                               const std::string* detail) {
   const int process = current_process_;
-  const std::string job = sc_core::sc_get_current_process_handle().name();
-  blocked_[job] = BlockedJob{job, process, what, now()};
+  const sc_core::sc_process_handle handle = sc_core::sc_get_current_process_handle();
+  const void* key = handle.get_process_object();
+  blocked_[key] = Blocked{handle, process, what, detail, now()};
   void* token = hooks_.leave ? hooks_.leave() : nullptr;
   wait();
   current_process_ = process;
-  blocked_.erase(job);
+  blocked_.erase(key);
   if (hooks_.enter) hooks_.enter(token);
 }
 
 std::vector<SystemcPlatform::BlockedJob> SystemcPlatform::blocked_jobs() const {
   std::vector<BlockedJob> out;
-  for (const auto& [name, job] : blocked_) out.push_back(job);
+  for (const auto& [key, b] : blocked_) {
+    out.push_back({b.handle.name(), b.process,
+                   b.detail != nullptr ? std::string(b.what) + " " + *b.detail : b.what, b.since});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const BlockedJob& a, const BlockedJob& b) { return a.job < b.job; });
   return out;
 }
 

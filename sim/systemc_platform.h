@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "impl/platform.h"
@@ -89,9 +90,10 @@ class SystemcPlatform final : public impl::Platform {
     std::function<void()> driver;
   };
   void set_job_switch_hooks(JobSwitchHooks hooks) { hooks_ = std::move(hooks); }
-  /// Runs a SystemC wait of the current job between the switch hooks; `what` says what it waits
-  /// for while it is blocked (blocked_jobs).
-  void job_wait(const std::function<void()>& wait, const std::string& what);
+  /// Runs a SystemC wait of the current job between the switch hooks; `what` (a literal) and
+  /// `detail` (which must outlive the wait) say what it waits for while blocked (blocked_jobs).
+  void job_wait(const std::function<void()>& wait, const char* what,
+                const std::string* detail = nullptr);
   /// A job suspended in job_wait.
   struct BlockedJob {
     std::string job;       ///< its SystemC name
@@ -120,7 +122,15 @@ class SystemcPlatform final : public impl::Platform {
   JobSwitchHooks hooks_;
   std::vector<HostProcess> processes_;  ///< processes_[id - 1]
   int current_process_ = impl::kScriptProcess;
-  std::map<std::string, BlockedJob> blocked_;
+  // Kept cheap, as every wait of every job passes here: names are made only when asked for.
+  struct Blocked {
+    sc_core::sc_process_handle handle;
+    int process = 0;
+    const char* what = "";
+    const std::string* detail = nullptr;
+    impl::Time since = 0;
+  };
+  std::unordered_map<const void*, Blocked> blocked_;  ///< by the job's process object
   bool stop_requested_ = false;
 };
 

@@ -1,7 +1,11 @@
 # Writes OUT: a copy of the shipped source SRC with the patch of mutant MUTANT (mutants/<MUTANT>.cmake
-# sets FROM and TO) applied. Fails if the patch no longer applies, so that a refactor of impl/ never
+# sets FROM and TO) applied. Fails if the patch no longer applies, so that a refactor never
 # turns a mutant silently into the original.
-include(${CMAKE_CURRENT_LIST_DIR}/${MUTANT}.cmake)
+# MUTANT_DIR: where <MUTANT>.cmake lives (default: next to this script).
+if(NOT MUTANT_DIR)
+  set(MUTANT_DIR ${CMAKE_CURRENT_LIST_DIR})
+endif()
+include(${MUTANT_DIR}/${MUTANT}.cmake)
 file(READ "${SRC}" text)
 string(FIND "${text}" "${FROM}" at)
 if(at EQUAL -1)

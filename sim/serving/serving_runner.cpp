@@ -50,6 +50,7 @@ struct Live {
   std::vector<std::int64_t> dst_all;     // decode side: prompt and output blocks
   std::vector<std::int64_t> dst_blocks;  // decode side: the prompt's, where the KV lands
   std::vector<impl::CacheTask> tasks;    // layer-wise: one per rank
+  std::size_t pending_ranks = 0;         // push_blocks: ranks still pushing
   std::uint64_t generated = 0;
 };
 
@@ -111,6 +112,7 @@ class Serving {
   impl::Platform& platform() { return world_.platform(); }
   int tp() const { return s_.tensor_parallel; }
   bool layerwise() const { return s_.method == TransferMethod::kLayerwise; }
+  bool pushes() const { return s_.method == TransferMethod::kPushBlocks; }
 
   std::uint64_t blocks_for(std::uint64_t tokens) const {
     return (tokens + s_.block_tokens - 1) / s_.block_tokens;
@@ -165,6 +167,7 @@ class Serving {
     if (s_.sync_kv_timeout_ms) {
       o[impl::kOptionSyncKvCacheWaitTime] = std::to_string(*s_.sync_kv_timeout_ms);
     }
+    if (pushes()) o[impl::kOptionEnableRemoteCacheAccessible] = "1";  // push_* need it (spec 4)
     const int process = world_.platform().add_process(
         {name, world_.fabric().topology().node_of(k.device), {k.device}});
     world_.platform().run_as(process, [&] { k.dist->init(o); });
@@ -207,10 +210,10 @@ class Serving {
                     (prefill_nodes + d / per_node) * dpn + (d % per_node) * tp(),
                     decode_base + static_cast<std::uint64_t>(d * tp()), impl::LLMRole::DECODER);
     }
-    // Layer-wise pushes from the prompt side, so decode listens; pull_blocks pulls from the
-    // decode side, so prefill listens (spec 8). Rank r of every prefill instance links to rank r
-    // of every decode instance, in the single-request runner's order for 1P1D.
-    const bool decode_listens = layerwise();
+    // Layer-wise and push_blocks push from the prompt side, so decode listens; pull_blocks pulls
+    // from the decode side, so prefill listens (spec 8). Rank r of every prefill instance links to
+    // rank r of every decode instance, in the single-request runner's order for 1P1D.
+    const bool decode_listens = layerwise() || pushes();
     for (std::size_t r = 0; r < static_cast<std::size_t>(tp()); ++r) {
       for (Instance& p : prefill_)
         init_rank(p.ranks[r], p.name + "r" + std::to_string(r), !decode_listens);
@@ -224,8 +227,12 @@ class Serving {
                 : std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{p.ranks[r].cluster, 0}));
       }
       for (Instance& d : decode_) {
-        d.ranks[r].cache = allocate_and_register(platform(), *d.ranks[r].dist, d.ranks[r].device,
-                                                 desc_, true, std::nullopt);
+        // push_blocks names the destination by its BlocksCacheKey.
+        d.ranks[r].cache = allocate_and_register(
+            platform(), *d.ranks[r].dist, d.ranks[r].device, desc_, true,
+            pushes()
+                ? std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{d.ranks[r].cluster, 0})
+                : std::nullopt);
       }
       for (Instance& p : prefill_) {
         for (Instance& d : decode_) {
@@ -457,6 +464,15 @@ class Serving {
         platform().spawn("deliver", [this, id] { deliver(id); });
       }
     }
+    if (pushes()) {
+      for (const int id : batch)
+        live_[static_cast<std::size_t>(id)].pending_ranks = inst.ranks.size();
+      for (std::size_t r = 0; r < inst.ranks.size(); ++r) {
+        ++busy_;
+        platform().spawn("push",
+                         [this, &inst, r, layers, batch] { push(inst, r, *layers, batch); });
+      }
+    }
     for (std::size_t l = 0; l < layers->computed.size(); ++l) {
       const SimTime ls = platform().now();
       platform().sleep(layer_time);
@@ -473,7 +489,7 @@ class Serving {
       Live& q = live_[static_cast<std::size_t>(id)];
       q.r.prefill_end = platform().now();
       inst.queued_tokens -= q.r.prompt_tokens;
-      if (!layerwise()) {
+      if (s_.method == TransferMethod::kPullBlocks) {
         q.r.transfer_start = q.r.prefill_end;
         ++busy_;
         platform().spawn("pull", [this, id] { pull(id); });
@@ -502,6 +518,46 @@ class Serving {
       fail(e);
     }
     --busy_;
+  }
+
+  // push_blocks, as xLLM drives PushKvBlocks: one rank's transfer thread waits for each layer of
+  // the batch and pushes it for every request, synchronously (spec 8). A failed push ends that
+  // request's later layers on this rank.
+  void push(Instance& inst, std::size_t r, BatchLayers& layers, const std::vector<int>& batch) {
+    try {
+      RankEngine& k = inst.ranks[r];
+      std::vector<std::string> errors(batch.size());
+      for (std::size_t l = 0; l < layers.computed.size(); ++l) {
+        (void)layers.computed[l]->wait_for(impl::kForever);
+        const impl::LayerRange range{static_cast<std::int64_t>(l), static_cast<std::int64_t>(l) + 1,
+                                     1};
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          if (!errors[i].empty()) continue;
+          Live& q = live_[static_cast<std::size_t>(batch[i])];
+          const RankEngine& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)].ranks[r];
+          try {
+            k.dist->cache_manager().push_blocks(impl::BlocksCacheKey{dst.cluster, 0}, *k.cache,
+                                                q.src_blocks, q.dst_blocks, range, range);
+          } catch (const impl::LLMException& e) {
+            errors[i] = std::string(impl::to_string(e.status_code()));
+          }
+          if (l + 1 == layers.computed.size()) rank_done(q, inst.ranks.size(), errors[i]);
+        }
+      }
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+    --busy_;
+  }
+
+  // One rank has pushed all of a request's layers (or failed); the last rank lands it.
+  void rank_done(Live& q, std::size_t ranks, const std::string& error) {
+    if (q.pending_ranks == ranks) {
+      q.r.ok = true;
+      q.r.status = "LLM_SUCCESS";
+    }
+    if (!error.empty()) set_status(q, error);
+    if (--q.pending_ranks == 0) landed(q);
   }
 
   // pull_blocks after prefill: every decode rank pulls its shard at once (spec 8, vLLM-Ascend).

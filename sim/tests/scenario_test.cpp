@@ -103,6 +103,46 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"workload.colour", "blue", "key 'workload.colour' is not a known key"},
                       Bad{"prefill.efficiency", "1.5", "key 'prefill.efficiency'"}));
 
+// A serving cluster in place of the placement.
+std::string serving_text(const std::string& instances, const std::string& extra = "") {
+  std::string t = kBase;
+  t.replace(t.find("placement:"), t.find("faults:") - t.find("placement:"),
+            "instances: " + instances + "\n" + extra);
+  return t;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_scenario(text, "s.yaml");
+  } catch (const model::ModelError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(Scenario, ServingClusterParsesAndChecksItsShape) {
+  const Scenario s = parse_scenario(
+      serving_text("{prefill: 1 x TP8, decode: 1}",
+                   "serving: {router: round_robin, verify: 0.25, slo: {ttft: 1s}}\n"),
+      "s.yaml");
+  ASSERT_TRUE(s.serving);
+  EXPECT_EQ(s.serving->prefill_instances, 1);
+  EXPECT_EQ(s.serving->router, ServingSpec::Router::kRoundRobin);
+  EXPECT_EQ(s.serving->verify_fraction, 0.25);
+  EXPECT_EQ(s.serving->slo_ttft, 1000 * model::kMs);
+  EXPECT_NE(error_of(serving_text("{prefill: 2 x TP4, decode: 1}"))
+                .find("s.yaml:23: key 'instances.prefill' has TP4 but model.tensor_parallel is 8"),
+            std::string::npos)
+      << error_of(serving_text("{prefill: 2 x TP4, decode: 1}"));
+  EXPECT_NE(error_of(serving_text("{prefill: 2, decode: 2}")).find("need 4 nodes"),
+            std::string::npos);
+  EXPECT_NE(error_of(serving_text("{prefill: two, decode: 1}")).find("e.g. '2 x TP8'"),
+            std::string::npos);
+  EXPECT_NE(error_of(serving_text("{prefill: 1, decode: 1}", "serving: {verify: 2}\n"))
+                .find("key 'serving.verify'"),
+            std::string::npos);
+}
+
 TEST(Scenario, UnknownFaultLinkNamesTheLink) {
   std::string text = kBase;
   text.replace(text.find("roce n1d0"), 9, "roce n9d9");

@@ -158,6 +158,24 @@ TEST(Serving, BytesMovedAreTheRequestsKvSizesOnTheApiAndOnTheLinks) {
   EXPECT_EQ(m.verified, 100u);
 }
 
+TEST(Serving, PushBlocksPerLayerTimesAsTransferCacheAsync) {
+  // Both send each computed layer of each request with one TransferCache under the process-wide
+  // transfer mutex (spec 3.4), so the KV lands at the same times; only the calls differ.
+  const Scenario a = parse_scenario(queue_text(300, 200, 2, 2, 0.5), "<layerwise>");
+  const Scenario b = parse_scenario(queue_text(300, 200, 2, 2, 0.5), "<push>",
+                                    {{"transfer.method", "push_blocks"}});
+  const RunResult x = run_scenario(a, kNoTrace);
+  const RunResult y = run_scenario(b, kNoTrace);
+  ASSERT_EQ(x.requests.size(), y.requests.size());
+  for (std::size_t i = 0; i < x.requests.size(); ++i) {
+    EXPECT_EQ(x.requests[i].transfer_end, y.requests[i].transfer_end) << i;
+    EXPECT_EQ(x.requests[i].bytes, y.requests[i].bytes) << i;
+    EXPECT_TRUE(y.requests[i].ok) << y.requests[i].status;
+    EXPECT_EQ(y.requests[i].verified, y.requests[i].checked) << i;
+  }
+  EXPECT_TRUE(y.diagnostics.empty());  // one synchronous push at a time: nothing to flag
+}
+
 TEST(Serving, TwoRunsAreIdentical) {
   const Scenario s = parse_scenario(queue_text(250, 300, 2, 2, 0.5), "<twice>");
   EXPECT_EQ(encode_result(run_scenario(s, kNoTrace)), encode_result(run_scenario(s, kNoTrace)));
