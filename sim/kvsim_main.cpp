@@ -184,8 +184,8 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
       axes.push_back({key, values});
     }
     if (axes.empty()) {
-      throw CLI::ValidationError("--set", "give --set key=v1,v2,... or a sweep: section in " +
-                                              scenario_path);
+      throw CLI::ValidationError(
+          "--set", "give --set key=v1,v2,... or a sweep: section in " + scenario_path);
     }
   }
   prepare_out_dir(out_dir);
@@ -263,6 +263,13 @@ int sc_main(int argc, char* argv[]) {
   if (argc >= 2 && std::string(argv[1]) == "calibrate") {
     return run_python_module("kvsim.calibration", argc, argv);
   }
+  if (argc >= 2 && std::string(argv[1]) == "sweep") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]).rfind("--dask", 0) == 0) {
+        return run_python_module("kvsim.dask_sweep", argc, argv);
+      }
+    }
+  }
   CLI::App app{"kvsim: KV-cache transfer testbed on a SystemC model of NPUs, HBM and links"};
   app.require_subcommand(1);
   app.add_subcommand("launch",
@@ -297,8 +304,9 @@ int sc_main(int argc, char* argv[]) {
   run->add_flag("-q,--quiet", quiet, "Print nothing on success");
   run->add_flag("--no-report", no_report, "Do not render plots and index.html");
   CLI::App* sweep =
-      app.add_subcommand("sweep", "Run the cross product of --set value lists (or the scenario's "
-                                  "sweep: section) in parallel");
+      app.add_subcommand("sweep",
+                         "Run the cross product of --set value lists (or the scenario's "
+                         "sweep: section) in parallel");
   sweep->add_option("scenario", scenario, "Scenario YAML file")
       ->required()
       ->check(CLI::ExistingFile);
@@ -310,6 +318,10 @@ int sc_main(int argc, char* argv[]) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sweep->add_flag("--no-report", no_report, "Do not render plots and index.html");
+  std::string dask_address;  // handled by kvsim.dask_sweep before this parser runs
+  sweep->add_option("--dask", dask_address,
+                    "Run the points on a Dask cluster: a scheduler address (tcp://host:8786) or "
+                    "local:N (N local workers); results are those of a local sweep");
   std::string report_dir;
   CLI::App* report =
       app.add_subcommand("report", "Render a run or sweep folder (plots and index.html)");

@@ -186,18 +186,25 @@ def run(scenario, set=None, *, out_dir=None, report=True, trace=None, progress=F
     return result
 
 
-def sweep(scenario, set, *, jobs=None, out_dir=None, report=True, progress=True):
+def sweep(scenario, set=None, *, jobs=None, out_dir=None, report=True, progress=True, client=None):
     """Simulates the cross product of the `set` values as `kvsim sweep` does; returns a Sweep.
 
     set: {dotted.key: [values]} (a scalar is a one-value axis) or ["key=v1,v2", ...] (the CLI's
-    --set, values split at commas). Points run in parallel child processes (jobs, default: all
-    cores), in the CLI's order (first key outermost). out_dir: also write point-N/ folders,
-    sweep.csv and, with report, the sweep plots. progress: True draws the CLI's progress bar on
-    stderr, a callable gets (points done, points). Raises ValueError for a bad scenario, key or
-    value (before anything runs) and SweepError if points produced no result.
+    --set, values split at commas); None: the scenario's own sweep: section. Points run in
+    parallel child processes (jobs, default: all cores), or as tasks on the Dask cluster of
+    `client` (a dask.distributed Client; results are bit for bit a local run's), in the CLI's
+    order (first key outermost). out_dir: also write point-N/ folders, sweep.csv and, with
+    report, the sweep plots. progress: True draws the CLI's progress bar on stderr, a callable
+    gets (points done, points). Raises ValueError for a bad scenario, key or value (before
+    anything runs) and SweepError if points produced no result.
     """
     source = _source(scenario)
-    axes = _sweep_axes(set)
+    if set is None:
+        axes = _core._scenario_sweep(source)
+        if not axes:
+            raise TypeError("sweep needs set={key: [values]} or a scenario with a sweep: section")
+    else:
+        axes = _sweep_axes(set)
     points = _core._cross_product(axes)
     points_cb = None
     if progress:
@@ -213,7 +220,12 @@ def sweep(scenario, set, *, jobs=None, out_dir=None, report=True, progress=True)
         jobs = os.cpu_count() or 1
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise ValueError(f"jobs must be an int >= 1, not {jobs!r}")
-    outcomes = _core._run_points(source, points, jobs, False, points_cb, None)
+    if client is not None:
+        from . import on_dask
+        _core._parse_points(source, points)  # a bad key or value fails before anything runs
+        outcomes = on_dask.run_points(client, source, points, points_cb)
+    else:
+        outcomes = _core._run_points(source, points, jobs, False, points_cb, None)
     errors = {i: p.error for i, p in enumerate(outcomes) if p.result is None}
     results = [None if p.result is None else Result(p.result, p.overrides) for p in outcomes]
     if errors:

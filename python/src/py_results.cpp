@@ -10,6 +10,7 @@
 #include "model/preset.h"
 #include "model/units.h"
 #include "python/src/py_world.h"
+#include "sim/result_codec.h"
 #include "sim/results_writer.h"
 #include "sim/sweep.h"
 
@@ -111,6 +112,43 @@ void bind_results(py::module_& m) {
       },
       "source"_a, "points"_a, "jobs"_a, "trace"_a, "progress"_a, "request_progress"_a,
       "Simulates each point in a forked child process; the current world is left as it is.");
+  // Points that cross machines (Dask workers) travel as (exit_code, error, encoded result): the
+  // codec the forked children already use, so a remote point decodes to the bits of a local one.
+  m.def(
+      "_encode_point",
+      [](const sim::PointOutcome& p) {
+        return py::make_tuple(p.exit_code, p.error,
+                              p.result ? py::object(py::bytes(sim::encode_result(*p.result)))
+                                       : py::object(py::none()));
+      },
+      "point"_a, "(exit_code, error, bytes or None) of a simulated point.");
+  m.def(
+      "_decode_point",
+      [](const py::dict& source, const std::vector<sim::ScenarioOverride>& overrides, int exit_code,
+         const std::string& error, const py::object& bytes) {
+        sim::PointOutcome p;
+        p.overrides = overrides;
+        p.scenario = to_source(source).load(overrides);
+        p.exit_code = exit_code;
+        p.error = error;
+        if (!bytes.is_none()) {
+          p.result = sim::decode_result(bytes.cast<std::string>(), p.scenario);
+        }
+        return p;
+      },
+      "source"_a, "overrides"_a, "exit_code"_a, "error"_a, "bytes"_a,
+      "The point _encode_point described, its scenario parsed here from source and overrides.");
+  m.def(
+      "_parse_points",
+      [](const py::dict& source, const std::vector<std::vector<sim::ScenarioOverride>>& points) {
+        const sim::ScenarioSource src = to_source(source);
+        for (const auto& overrides : points) (void)src.load(overrides);
+      },
+      "source"_a, "points"_a,
+      "Parses every point (as run_points does first); raises on the first bad one.");
+  m.def(
+      "_scenario_sweep", [](const py::dict& source) { return to_source(source).load({}).sweep; },
+      "source"_a, "The scenario's own sweep: section as [(key, [values])].");
   m.def(
       "_sweep_csv",
       [](const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
