@@ -62,13 +62,8 @@ void generate_pattern(std::uint64_t seed, std::uint64_t stream, std::uint8_t* ou
 // representation: one extent, or a gap that reads as kUnwrittenByte.
 class ContentStore::Cursor {
  public:
-  Cursor(const ContentStore& store, std::uint64_t pos) : map_(store.extents_), pos_(pos) {
-    it_ = map_.upper_bound(pos);
-    if (it_ != map_.begin()) {
-      const auto prev = std::prev(it_);
-      if (pos - prev->first < prev->second.len) it_ = prev;
-    }
-  }
+  Cursor(const ContentStore& store, std::uint64_t pos)
+      : map_(store.extents_), it_(store.locate(pos)), pos_(pos) {}
 
   /// Bytes ahead that share this representation (kMax at the end of the last extent).
   std::uint64_t run() const {
@@ -221,13 +216,22 @@ void ContentStore::copy_from(const ContentStore& src, std::uint64_t src_addr,
   check_range(dst_addr, len, "copy destination");
   if (len == 0) return;
   const std::uint64_t src_end = src_addr + len;
+  auto it = src.locate(src_addr);
+  // The common case, a range inside one extent (a tensor filled at once, a block copied whole)
+  // or in a gap: no snapshot list. The piece is a copy, so src may be *this.
+  if (it == src.extents_.end() || it->first >= src_end) {
+    erase_range(dst_addr, len);
+    return;
+  }
+  if (it->first <= src_addr && len <= it->second.len - (src_addr - it->first)) {
+    Extent piece = it->second;
+    piece.offset += src_addr - it->first;
+    piece.len = len;
+    put(dst_addr, std::move(piece));
+    return;
+  }
   // Snapshot first: when src is *this, erasing the destination may destroy source extents.
   std::vector<std::pair<std::uint64_t, Extent>> pieces;  // offset from src_addr, extent
-  auto it = src.extents_.upper_bound(src_addr);
-  if (it != src.extents_.begin()) {
-    const auto prev = std::prev(it);
-    if (src_addr - prev->first < prev->second.len) it = prev;
-  }
   for (; it != src.extents_.end() && it->first < src_end; ++it) {
     const std::uint64_t start = std::max(it->first, src_addr);
     const std::uint64_t stop = std::min(it->first + it->second.len, src_end);
@@ -295,6 +299,18 @@ std::uint64_t ContentStore::literal_bytes() const {
   return total;
 }
 
+ContentStore::Map::const_iterator ContentStore::locate(std::uint64_t addr) const {
+  if (hint_ok_ && hint_ != extents_.end() && addr - hint_->first < hint_->second.len) return hint_;
+  auto it = extents_.upper_bound(addr);
+  if (it != extents_.begin()) {
+    const auto prev = std::prev(it);
+    if (addr - prev->first < prev->second.len) it = prev;
+  }
+  hint_ = it;
+  hint_ok_ = true;
+  return it;
+}
+
 void ContentStore::put(std::uint64_t addr, Extent e) {
   const std::uint64_t end = addr + e.len;
   erase_range(addr, e.len);
@@ -318,8 +334,14 @@ void ContentStore::split_at(std::uint64_t addr) {
 
 void ContentStore::erase_range(std::uint64_t addr, std::uint64_t len) {
   if (len == 0) return;
+  // Nothing there (a fresh destination): no splits, no erase.
+  const auto next = extents_.lower_bound(addr);
+  const bool covered_from_left =
+      next != extents_.begin() && std::prev(next)->first + std::prev(next)->second.len > addr;
+  if (!covered_from_left && (next == extents_.end() || next->first >= addr + len)) return;
   split_at(addr);
   split_at(addr + len);
+  hint_ok_ = false;
   extents_.erase(extents_.lower_bound(addr), extents_.lower_bound(addr + len));
 }
 
@@ -346,6 +368,7 @@ void ContentStore::coalesce_around(std::uint64_t addr, std::uint64_t end) {
     }
     if (joins) {
       a.len += b.len;
+      hint_ok_ = false;
       extents_.erase(next);
     } else {
       it = next;

@@ -72,7 +72,31 @@ class ContentStore {
   /// Merges adjacent extents that continue each other (same buffer or stream, contiguous).
   void coalesce_around(std::uint64_t addr, std::uint64_t end);
 
-  std::map<std::uint64_t, Extent> extents_;  ///< key: start address; extents never overlap
+  using Map = std::map<std::uint64_t, Extent>;
+  /// The extent holding `addr`, else the first after it (end() if none).
+  Map::const_iterator locate(std::uint64_t addr) const;
+
+  Map extents_;  ///< key: start address; extents never overlap
+  // The extent locate() found last: copies and checks mostly read one tensor's extent again.
+  // Only an erase can leave it dangling, so every erase drops it.
+  mutable Map::const_iterator hint_{};
+  mutable bool hint_ok_ = false;
+
+ public:
+  ContentStore() = default;
+  ContentStore(const ContentStore& o) : extents_(o.extents_) {}
+  ContentStore& operator=(const ContentStore& o) {
+    extents_ = o.extents_;
+    hint_ok_ = false;
+    return *this;
+  }
+  ContentStore(ContentStore&& o) noexcept : extents_(std::move(o.extents_)) { o.hint_ok_ = false; }
+  ContentStore& operator=(ContentStore&& o) noexcept {
+    extents_ = std::move(o.extents_);
+    hint_ok_ = o.hint_ok_ = false;
+    return *this;
+  }
+  ~ContentStore() = default;
 };
 
 }  // namespace kvsim::model
