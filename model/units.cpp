@@ -121,7 +121,13 @@ SimTime parse_time(const std::string& text) {
     throw ModelError(ErrorKind::kInvalidArgument,
                      "time '" + text + "' needs a unit: ps, ns, us, ms or s");
   }
-  return static_cast<SimTime>(std::llround(s.number * unit_ps));
+  // Bounded well inside 64-bit picoseconds, so that sums of times cannot wrap either.
+  const double ps = s.number * unit_ps;
+  if (!(ps <= static_cast<double>(kMaxTime))) {
+    throw ModelError(ErrorKind::kInvalidArgument, "time '" + text + "' exceeds the bound of " +
+                                                      std::to_string(kMaxTime / kSec) + " s");
+  }
+  return static_cast<SimTime>(std::llround(ps));
 }
 
 std::string format_bytes(double bytes) {

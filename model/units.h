@@ -14,6 +14,9 @@ inline constexpr SimTime kNs = 1000;
 inline constexpr SimTime kUs = 1000 * kNs;
 inline constexpr SimTime kMs = 1000 * kUs;
 inline constexpr SimTime kSec = 1000 * kMs;
+/// The largest time a file or option may give (10^6 s, about 11.6 days): 1/9 of the 64-bit
+/// picosecond range, so that arrivals plus durations cannot wrap.
+inline constexpr SimTime kMaxTime = 1'000'000 * kSec;
 
 /// Bandwidth in bytes per second.
 using Bandwidth = double;
@@ -30,7 +33,8 @@ inline double to_seconds(SimTime t) {
 std::uint64_t parse_bytes(const std::string& text);
 /// Parses a rate: "56GB/s" (bytes, 1000-based), "200Gb/s" or "200Gbps" (bits), "1.6TB/s".
 Bandwidth parse_bandwidth(const std::string& text);
-/// Parses a duration: "1.5us", "300ns", "2ms", "1s", "100ps" into picoseconds (rounded).
+/// Parses a duration: "1.5us", "300ns", "2ms", "1s", "100ps" into picoseconds (rounded);
+/// ModelError(kInvalidArgument) without a unit or above kMaxTime.
 SimTime parse_time(const std::string& text);
 
 /// A preset or scenario value of any unit, for ranges and interpolation between them.

@@ -104,9 +104,42 @@ bool YamlReader::boolean(const std::string& key) {
   });
 }
 
+namespace {
+
+// Walks the document as readers will, aliases expanded, and gives up past the bounds: a few
+// hundred bytes of nested aliases (a "billion laughs") would otherwise expand to gigabytes in
+// whatever reads them first. Returns false at the first bound passed.
+bool within_bounds(const YAML::Node& node, int depth, std::size_t& visits) {
+  if (++visits > kMaxYamlNodes || depth > kMaxYamlDepth) return false;
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      if (!within_bounds(kv.first, depth + 1, visits)) return false;
+      if (!within_bounds(kv.second, depth + 1, visits)) return false;
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) {
+      if (!within_bounds(item, depth + 1, visits)) return false;
+    }
+  }
+  return true;
+}
+
+YAML::Node checked(YAML::Node root, const std::string& origin) {
+  std::size_t visits = 0;
+  if (!within_bounds(root, 0, visits)) {
+    throw ModelError(ErrorKind::kFormat,
+                     origin + ": expands to more than " + std::to_string(kMaxYamlNodes) +
+                         " nodes or nests deeper than " + std::to_string(kMaxYamlDepth) +
+                         " levels (aliases count as often as they are used)");
+  }
+  return root;
+}
+
+}  // namespace
+
 YAML::Node load_yaml_file(const std::string& path) {
   try {
-    return YAML::LoadFile(path);
+    return checked(YAML::LoadFile(path), path);
   } catch (const YAML::BadFile&) {
     throw ModelError(ErrorKind::kFormat, path + ": cannot be read");
   } catch (const YAML::Exception& e) {
@@ -117,7 +150,7 @@ YAML::Node load_yaml_file(const std::string& path) {
 
 YAML::Node load_yaml_text(const std::string& text, const std::string& origin) {
   try {
-    return YAML::Load(text);
+    return checked(YAML::Load(text), origin);
   } catch (const YAML::Exception& e) {
     throw ModelError(ErrorKind::kFormat,
                      origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

@@ -70,7 +70,11 @@ class YamlReader {
   std::vector<std::string> expected_;
 };
 
-/// Loads a YAML file; a syntax error becomes ModelError(kFormat) with file and line.
+/// Bounds on any YAML document kvsim reads, checked right after loading with aliases expanded.
+inline constexpr std::size_t kMaxYamlNodes = 1'000'000;
+inline constexpr int kMaxYamlDepth = 64;
+
+/// Loads a YAML file; a syntax error or a bound passed becomes ModelError(kFormat) with the file.
 YAML::Node load_yaml_file(const std::string& path);
 /// Parses YAML text; `origin` names it in errors.
 YAML::Node load_yaml_text(const std::string& text, const std::string& origin);

@@ -34,7 +34,7 @@ def _link_spans(trace_path):
     """Data spans per link from the Chrome trace: {link: [(start_us, end_us, bytes)]}."""
     if not os.path.exists(trace_path):
         return {}
-    with open(trace_path) as f:
+    with open(trace_path, encoding="utf-8") as f:
         events = json.load(f)["traceEvents"]
     pid_names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     tid_names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
@@ -130,7 +130,7 @@ def _serving_numbers(result):
 
 def render_run(folder):
     """Timeline and link utilisation of one run; returns the image base names."""
-    with open(os.path.join(folder, "result.json")) as f:
+    with open(os.path.join(folder, "result.json"), encoding="utf-8") as f:
         result = json.load(f)
     if "serving" in result:
         images = render_serving(folder, result)
@@ -138,7 +138,7 @@ def render_run(folder):
                images)
         return images
     compute = []
-    with open(os.path.join(folder, "compute.csv")) as f:
+    with open(os.path.join(folder, "compute.csv"), encoding="utf-8") as f:
         for row in csv.DictReader(f):
             compute.append((int(row["request"]), int(row["layer"]), float(row["start_us"]), float(row["end_us"])))
     spans = _link_spans(os.path.join(folder, "trace.json"))
@@ -226,7 +226,7 @@ def _number(text):
 
 def render_sweep(folder):
     """Sweep curves: exposed time and effective bandwidth against the first swept key."""
-    with open(os.path.join(folder, "sweep.csv")) as f:
+    with open(os.path.join(folder, "sweep.csv"), encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     keys = [k for k in rows[0] if k not in FIGURES]
     x_key = keys[0]
@@ -288,7 +288,7 @@ def _serving_sweep(folder, rows, keys, x_key, series):
         path = os.path.join(folder, f"point-{r['point']}", "result.json")
         if not os.path.exists(path):
             continue
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             reqs = [q for q in json.load(f)["requests"] if q["ok"]]
         _cdf(ax, [q["ttft_us"] for q in reqs], ", ".join(f"{k}={r[k]}" for k in keys))
     ax.set_xscale("log")
@@ -306,13 +306,13 @@ def _serving_panel(folder):
     path = os.path.join(folder, "serving", "sweep.csv")
     if not os.path.exists(path):
         return ""
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     keys = [k for k in rows[0] if k not in FIGURES and k != "workload.trace.window.to"]
     question = ""
     result = os.path.join(folder, "serving", "point-0", "result.json")
     if os.path.exists(result):
-        with open(result) as f:
+        with open(result, encoding="utf-8") as f:
             question = json.load(f)["scenario"]["question"]
     lines = "".join(
         f"<tr><th>{html.escape(', '.join(f'{k}={r[k]}' for k in keys))}</th>"
@@ -333,14 +333,14 @@ def _sensitivity_panel(folder):
     path = os.path.join(folder, "sensitivity", "panel.html")
     if not os.path.exists(path):
         return ""
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         return re.sub(r'src="(?![a-z]+:|/)', 'src="sensitivity/', f.read())
 
 
 def _index(folder, title, numbers, images, extra=""):
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in numbers)
     imgs = "".join(f'<p><img src="{name}.svg" alt="{name}" style="max-width:100%"></p>' for name in images)
-    with open(os.path.join(folder, "index.html"), "w") as f:
+    with open(os.path.join(folder, "index.html"), "w", encoding="utf-8") as f:
         f.write(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
                 "<style>body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}</style>"
                 f"</head><body><h1>{html.escape(title)}</h1><table>{rows}</table>{imgs}{extra}</body></html>")

@@ -188,6 +188,12 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
           "--set", "give --set key=v1,v2,... or a sweep: section in " + scenario_path);
     }
   }
+  std::vector<std::vector<kvsim::sim::ScenarioOverride>> grid;
+  try {
+    grid = kvsim::sim::cross_product(axes);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("--set", e.what());
+  }
   prepare_out_dir(out_dir);
   kvsim::sim::ScenarioSource source;
   source.path = scenario_path;
@@ -196,7 +202,7 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
   options.progress = [](std::size_t done, std::size_t total) {
     std::fprintf(stderr, "\r%s", kvsim::sim::progress_bar(done, total).c_str());
   };
-  const auto points = kvsim::sim::run_points(source, kvsim::sim::cross_product(axes), options);
+  const auto points = kvsim::sim::run_points(source, grid, options);
   std::fprintf(stderr, "\n");
   int worst = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {

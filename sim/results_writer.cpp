@@ -206,7 +206,8 @@ std::string result_json(const RunResult& r) {
         {{"name", l.name}, {"type", l.type}, {"bytes", l.bytes}, {"utilization", l.utilization}});
   }
   j["diagnostics"] = r.diagnostics;
-  return j.dump(1);
+  // Bytes that are not UTF-8 (a diagnostic quoting a user's bytes) become U+FFFD, not an error.
+  return j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 void write_results(const RunResult& r, const std::string& dir) {

@@ -184,11 +184,30 @@ ServingSpec read_serving(YamlReader& top, const Scenario& s) {
   return v;
 }
 
+// True if `text` is well-formed UTF-8 (results are JSON, which carries nothing else).
+bool valid_utf8(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t n = c < 0x80           ? 1
+                          : (c >> 5) == 0x6  ? 2
+                          : (c >> 4) == 0xE  ? 3
+                          : (c >> 3) == 0x1E ? 4
+                                             : 0;
+    if (n == 0 || i + n > text.size() || (n == 2 && c < 0xC2)) return false;
+    for (std::size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
 Scenario read(const YAML::Node& root, const std::string& origin, const std::string& base_dir) {
   Scenario s;
   s.origin = origin;
   YamlReader top(root, origin, "");
   s.question = top.text("question");
+  if (!valid_utf8(s.question)) top.fail_key("question", "must be valid UTF-8 text");
   {
     YamlReader hw = top.child("hardware");
     s.preset = hw.text("preset");

@@ -1,8 +1,9 @@
 #include "sim/sweep.h"
 
-#include "sim/serving/metrics.h"
-
 #include <sstream>
+#include <stdexcept>
+
+#include "sim/serving/metrics.h"
 
 namespace kvsim::sim {
 namespace {
@@ -21,6 +22,17 @@ std::vector<std::string> split_values(const std::string& list) {
 }
 
 std::vector<std::vector<ScenarioOverride>> cross_product(const std::vector<SweepAxis>& axes) {
+  std::size_t count = 1;
+  for (const SweepAxis& axis : axes) {
+    if (axis.values.empty()) {
+      throw std::invalid_argument("sweep axis '" + axis.key + "' has no values");
+    }
+    if (axis.values.size() > kMaxSweepPoints / count) {
+      throw std::invalid_argument("sweep: the axes make more than " +
+                                  std::to_string(kMaxSweepPoints) + " points");
+    }
+    count *= axis.values.size();
+  }
   std::vector<std::vector<ScenarioOverride>> points(1);
   for (const SweepAxis& axis : axes) {
     std::vector<std::vector<ScenarioOverride>> next;

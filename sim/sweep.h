@@ -22,7 +22,10 @@ struct SweepAxis {
 
 /// The values of a `--set key=v1,v2,...` list: split at commas (a trailing comma adds nothing).
 std::vector<std::string> split_values(const std::string& list);
-/// The cross product of the axes, the first axis outermost (the order of `kvsim sweep`).
+/// The most points a sweep may have (checked before any is built).
+inline constexpr std::size_t kMaxSweepPoints = 100'000;
+/// The cross product of the axes, the first axis outermost (the order of `kvsim sweep`). Throws
+/// std::invalid_argument for an axis without values or more than kMaxSweepPoints points.
 std::vector<std::vector<ScenarioOverride>> cross_product(const std::vector<SweepAxis>& axes);
 
 /// The per-point figures of sweep.csv.

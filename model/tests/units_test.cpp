@@ -42,6 +42,10 @@ TEST(Units, RejectsMissingOrUnknownUnitsNamingTheText) {
   }
   EXPECT_THROW(parse_bytes("12 parsecs"), ModelError);
   EXPECT_THROW(parse_time("5"), ModelError);
+  // Bounded, so that no time and no sum of a few times wraps 64-bit picoseconds.
+  EXPECT_EQ(parse_time("1000000s"), kMaxTime);
+  EXPECT_THROW(parse_time("1000001s"), ModelError);
+  EXPECT_THROW(parse_time("1e30s"), ModelError);
 }
 
 TEST(Units, TransferTimeRoundsUpToThePicosecond) {

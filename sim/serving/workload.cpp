@@ -24,8 +24,16 @@ std::string strip(std::string s) {
   return s;
 }
 
-model::SimTime from_ms(double ms) {
-  return static_cast<model::SimTime>(std::llround(ms * static_cast<double>(model::kMs)));
+// Times past model::kMaxTime are refused where they are read (callers name the line).
+bool in_time_bound(double ps) {
+  return ps >= 0 && ps <= static_cast<double>(model::kMaxTime);
+}
+
+// A trace timestamp in ms; `where` names the line if it is past the bound.
+model::SimTime from_ms(double ms, const std::string& where) {
+  const double ps = ms * static_cast<double>(model::kMs);
+  if (!in_time_bound(ps)) bad(where, "is past the time bound of 10^6 s");
+  return static_cast<model::SimTime>(std::llround(ps));
 }
 
 // Days since 1970-01-01 of a civil date (H. Hinnant's days_from_civil).
@@ -83,7 +91,10 @@ std::vector<WorkloadRequest> read_kvsim(std::ifstream& in, const std::string& pa
       bad(path + ":" + std::to_string(n),
           "expected 'arrival_ms,prompt_tokens' with arrival >= 0 and tokens > 0");
     }
-    out.push_back({from_ms(arrival_ms), static_cast<std::uint64_t>(tokens), 0, {}});
+    out.push_back({from_ms(arrival_ms, path + ":" + std::to_string(n)),
+                   static_cast<std::uint64_t>(tokens),
+                   0,
+                   {}});
   }
   return out;
 }
@@ -109,7 +120,7 @@ std::vector<WorkloadRequest> read_mooncake(std::ifstream& in, const std::string&
       bad(at + ": timestamp", "must be a number of ms >= 0");
     }
     WorkloadRequest r;
-    r.arrival = from_ms(j["timestamp"].get<double>());
+    r.arrival = from_ms(j["timestamp"].get<double>(), at + ": timestamp");
     r.prompt_tokens = positive_tokens(j["input_length"], at + ": input_length");
     if (r.prompt_tokens == 0) bad(at + ": input_length", "must be > 0");
     r.output_tokens = positive_tokens(j["output_length"], at + ": output_length");
@@ -151,6 +162,9 @@ std::vector<WorkloadRequest> read_azure(std::ifstream& in, const std::string& pa
       bad(at, "needs ContextTokens > 0 and GeneratedTokens >= 0");
     }
     if (out.empty()) first_s = sec, first_frac = frac;
+    if (sec - first_s > static_cast<long long>(model::kMaxTime / model::kSec)) {
+      bad(at, "is past the time bound of 10^6 s after the first request");
+    }
     const long long ps = (sec - first_s) * 1'000'000'000'000LL + (frac - first_frac);
     if (ps < 0) bad(at, "goes back in time (the trace must be in arrival order)");
     out.push_back({static_cast<model::SimTime>(ps),
@@ -257,8 +271,11 @@ std::vector<WorkloadRequest> read_trace(const std::string& path, const TraceOpti
   const model::SimTime from = o.window_from.value_or(0);
   for (WorkloadRequest& r : all) {
     if (r.arrival < from || (o.window_to && r.arrival >= *o.window_to)) continue;
-    r.arrival = static_cast<model::SimTime>(
-        std::llround(static_cast<double>(r.arrival - from) / o.rate_scale));
+    const double scaled = static_cast<double>(r.arrival - from) / o.rate_scale;
+    if (!in_time_bound(scaled)) {
+      bad(path, "scaled by rate_scale runs past the time bound of 10^6 s");
+    }
+    r.arrival = static_cast<model::SimTime>(std::llround(scaled));
     if (o.max_prompt_tokens) r.prompt_tokens = std::min(r.prompt_tokens, *o.max_prompt_tokens);
     out.push_back(std::move(r));
     if (o.limit && out.size() == *o.limit) break;
@@ -287,11 +304,13 @@ std::vector<WorkloadRequest> synthesize(const SyntheticSpec& s) {
   double t = 0;  // seconds
   for (std::size_t i = 0; i < s.count; ++i) {
     WorkloadRequest r;
-    if (t * static_cast<double>(model::kSec) >= 9.2e18) bad("arrivals", "run past 2^63 ps");
+    if (!in_time_bound(t * static_cast<double>(model::kSec))) {
+      bad("arrivals", "run past the time bound of 10^6 s");
+    }
     r.arrival = static_cast<model::SimTime>(std::llround(t * static_cast<double>(model::kSec)));
     if (s.process == SyntheticSpec::Process::kUniform && s.interval) {
-      if (i > 0 && *s.interval > std::numeric_limits<model::SimTime>::max() / i) {
-        bad("interval", "runs past 2^64 ps");
+      if (i > 0 && *s.interval > model::kMaxTime / i) {
+        bad("interval", "times the request count runs past the time bound of 10^6 s");
       }
       r.arrival = static_cast<model::SimTime>(i) * *s.interval;
     }

@@ -101,6 +101,20 @@ TEST(PointRunsTest, SetupFailureComesBackAsAnError) {
   EXPECT_NE(out[0].error.find("does not fit"), std::string::npos) << out[0].error;
 }
 
+TEST(SweepTest, AxesWithoutValuesOrTooManyPointsAreRefusedBeforeBuilding) {
+  EXPECT_THROW(cross_product({{"model.dtype", {}}}), std::invalid_argument);
+  std::vector<SweepAxis> axes;
+  for (int i = 0; i < 8; ++i) {  // 10^8 points: refused from the sizes, in no time and memory
+    axes.push_back({"k" + std::to_string(i), std::vector<std::string>(10, "v")});
+  }
+  try {
+    cross_product(axes);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 100000 points"), std::string::npos);
+  }
+}
+
 TEST(SweepTest, CrossProductOrderFiguresAndCsv) {
   const std::vector<SweepAxis> axes = {{"hardware.scale_out.bandwidth", {"100Gb/s", "400Gb/s"}},
                                        {"cache.block_tokens", {"16", "128"}}};

@@ -101,7 +101,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"transfer.method", "carrier-pigeon", "key 'transfer.method'"},
                       Bad{"placement.decode_node", "7", "key 'placement.decode_node'"},
                       Bad{"workload.colour", "blue", "key 'workload.colour' is not a known key"},
-                      Bad{"prefill.efficiency", "1.5", "key 'prefill.efficiency'"}));
+                      Bad{"prefill.efficiency", "1.5", "key 'prefill.efficiency'"},
+                      Bad{"question", "bad \xff byte", "key 'question' must be valid UTF-8"},
+                      Bad{"workload.interval", "1e30s", "exceeds the bound of 1000000 s"}));
 
 // A serving cluster in place of the placement.
 std::string serving_text(const std::string& instances, const std::string& extra = "") {
@@ -141,6 +143,24 @@ TEST(Scenario, ServingClusterParsesAndChecksItsShape) {
   EXPECT_NE(error_of(serving_text("{prefill: 1, decode: 1}", "serving: {verify: 2}\n"))
                 .find("key 'serving.verify'"),
             std::string::npos);
+}
+
+TEST(Scenario, AnAliasBombIsRefusedBeforeAnyKeyIsRead) {
+  // Nine levels of ten aliases: 10^9 nodes once expanded, from a few hundred bytes.
+  std::string bomb = "hardware:\n  preset: atlas-a2\n  l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    const std::string prev = "*l" + std::to_string(i - 1);
+    bomb += "  l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += prev + (k < 9 ? ", " : "]\n");
+  }
+  try {
+    parse_scenario("question: bomb\n" + bomb, "bomb.yaml");
+    FAIL() << "an alias bomb was accepted";
+  } catch (const model::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("bomb.yaml: expands to more than 1000000 nodes"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Scenario, UnknownFaultLinkNamesTheLink) {

@@ -154,6 +154,29 @@ TEST(Workload, BadTracesNameFileAndLine) {
   }
 }
 
+TEST(Workload, TimesPastTheBoundAreRefusedWhereTheyAreRead) {
+  const std::string path = ::testing::TempDir() + "far_trace.jsonl";
+  std::ofstream(path) << "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}\n"
+                         "{\"timestamp\": 1e30, \"input_length\": 10, \"output_length\": 1}\n";
+  try {
+    read_trace(path);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("far_trace.jsonl:2: timestamp: is past the time bound"),
+              std::string::npos)
+        << e.what();
+  }
+  TraceOptions slow;
+  slow.rate_scale = 1e-6;  // an hour of trace stretched past the bound
+  EXPECT_THROW(read_trace(kTraces + "mooncake_conversation_trace.jsonl", slow),
+               std::invalid_argument);
+  SyntheticSpec s;
+  s.count = 3;
+  s.interval = model::kMaxTime;  // the third arrival would be at 2 x the bound
+  s.prompt.value = 1;
+  EXPECT_THROW(synthesize(s), std::invalid_argument);
+}
+
 TEST(Workload, ScenarioKeysReachTheLoaderAndBadOnesNameTheKey) {
   const std::string head =
       "question: q\nhardware: {preset: atlas-a2}\nmodel: {name: llama-3-8b, "
