@@ -7,7 +7,9 @@ leaf-spine fabric, sizes 64 KiB..256 MiB), whole-process medians of `kvsim_flows
     bench/flows_vs_simgrid.py BUILD_DIR [--runs 5]
 
 Both processes parse the same JSON and write their results, so process start and I/O are in
-both figures; the ratio is what to read (the machine is shared and noisy).
+both whole-process figures; each tool also reports the wall time of building and solving its
+network alone ("in-process"), the solvers' own speed. The ratios are what to read (the machine
+is shared and noisy).
 """
 import argparse
 import json
@@ -44,25 +46,32 @@ def main():
     kv = os.path.join(args.build, "crossval", "kvsim_flows")
     sg = os.path.join(args.build, "crossval", "simgrid_flows")
     print(f"{'flows':>6} {'kvsim s':>9} {'SimGrid s':>10} {'kvsim flows/s':>14} "
-          f"{'SimGrid flows/s':>16} {'ratio':>6} {'max diff':>9}")
+          f"{'SimGrid flows/s':>16} {'ratio':>6} {'in-process kvsim s':>19} "
+          f"{'SimGrid s':>10} {'ratio':>6} {'max diff':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.flows.split(",")):
             path = os.path.join(tmp, f"set-{n}.json")
             with open(path, "w") as f:
                 json.dump(concurrent_set(n), f)
             a, b = os.path.join(tmp, "kv.json"), os.path.join(tmp, "sg.json")
-            tk, ts = [], []
+            tk, ts, ik, is_ = [], [], [], []
             for _ in range(args.runs):  # alternate, so drift hits both alike
                 tk.append(timed([kv, "fluid", path, a]))
                 ts.append(timed([sg, path, b]))
-            with open(a) as f:
-                fk = {r["id"]: r["finish_ps"] / 1e12 for r in json.load(f)["flows"]}
-            with open(b) as f:
-                fs = {r["id"]: r["finish_s"] for r in json.load(f)["flows"]}
+                with open(a) as f:
+                    ok = json.load(f)
+                with open(b) as f:
+                    os_ = json.load(f)
+                ik.append(ok["wall_seconds"])
+                is_.append(os_["wall_seconds"])
+            fk = {r["id"]: r["finish_ps"] / 1e12 for r in ok["flows"]}
+            fs = {r["id"]: r["finish_s"] for r in os_["flows"]}
             diff = max(abs(fk[i] - fs[i]) for i in fk)
             mk, ms = statistics.median(tk), statistics.median(ts)
+            mik, mis = statistics.median(ik), statistics.median(is_)
             print(f"{n:>6} {mk:>9.3f} {ms:>10.3f} {n / mk:>14.0f} {n / ms:>16.0f} "
-                  f"{ms / mk:>6.2f} {diff * 1e12:>7.1f}ps")
+                  f"{ms / mk:>6.2f} {mik:>19.5f} {mis:>10.5f} {mis / mik:>6.1f} "
+                  f"{diff * 1e12:>7.1f}ps")
 
 
 if __name__ == "__main__":
