@@ -15,6 +15,7 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "kvsim"  # stable element ids across runs
 import matplotlib.pyplot as plt  # noqa: E402
 
 FORMATS = ("png", "svg")
@@ -24,7 +25,9 @@ def _save(fig, folder, name):
     paths = []
     for ext in FORMATS:
         path = os.path.join(folder, f"{name}.{ext}")
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        # No date or version stamp, so the same results draw the same bytes.
+        meta = {"Date": None, "Creator": None} if ext == "svg" else {"Software": None}
+        fig.savefig(path, dpi=120, bbox_inches="tight", metadata=meta)
         paths.append(path)
     plt.close(fig)
     return paths
@@ -128,10 +131,17 @@ def _serving_numbers(result):
     ]
 
 
+SCHEMA = 1  # the result files this report reads (sim/result_codec.h kResultSchema)
+
+
 def render_run(folder):
     """Timeline and link utilisation of one run; returns the image base names."""
-    with open(os.path.join(folder, "result.json"), encoding="utf-8") as f:
+    path = os.path.join(folder, "result.json")
+    with open(path, encoding="utf-8") as f:
         result = json.load(f)
+    if result.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {result.get('schema')} (written by another kvsim); "
+                         f"this report reads schema {SCHEMA}")
     if "serving" in result:
         images = render_serving(folder, result)
         _index(folder, "kvsim serving run: " + result["scenario"]["question"], _serving_numbers(result),

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "sim/runner.h"
 #include "sim/scenario.h"
 #include "sim/sweep.h"
+#include "sim/sweep_store.h"
 
 namespace {
 
@@ -171,9 +173,38 @@ int run_one(const std::string& scenario_path, const std::vector<kvsim::sim::Scen
   return kvsim::sim::result_status(result);
 }
 
-int run_sweep(const std::string& scenario_path, const std::vector<std::string>& sets,
-              const std::string& out_dir, int jobs, bool report) {
+volatile std::sig_atomic_t g_interrupted = 0;
+
+// The sweep's SIGINT/SIGTERM: stop at the next wait, keep what is finished, say how to resume.
+struct Interrupted {
+  int signal;
+};
+
+int run_sweep(std::string scenario_path, const std::vector<std::string>& sets,
+              const std::string& out_dir, int jobs, bool report, const std::string& resume) {
   std::vector<kvsim::sim::SweepAxis> axes;
+  const bool resuming = !resume.empty();
+  std::string dir = resuming ? resume : out_dir;
+  if (resuming) {
+    if (!sets.empty() || !scenario_path.empty()) {
+      throw CLI::ValidationError("--resume", "takes the scenario and axes from " + resume +
+                                                 "/sweep.json: give no scenario and no --set");
+    }
+    try {
+      const kvsim::sim::SweepManifest m = kvsim::sim::read_sweep_manifest(resume);
+      scenario_path = m.scenario;
+      axes = m.axes;
+      // Results name the scenario as it was first given: resume from where it was given.
+      dir = std::filesystem::absolute(resume).lexically_normal().string();
+      std::error_code ec;
+      std::filesystem::current_path(m.cwd, ec);
+      if (ec) throw std::runtime_error("cannot return to " + m.cwd + ": " + ec.message());
+    } catch (const std::runtime_error& e) {
+      throw CLI::ValidationError("--resume", e.what());
+    }
+  } else if (scenario_path.empty()) {
+    throw CLI::ValidationError("scenario", "give a scenario file, or --resume DIR");
+  }
   for (const auto& s : sets) {
     std::pair<std::string, std::string> kv;
     if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=v1,v2,...");
@@ -194,29 +225,83 @@ int run_sweep(const std::string& scenario_path, const std::vector<std::string>& 
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--set", e.what());
   }
-  prepare_out_dir(out_dir);
   kvsim::sim::ScenarioSource source;
   source.path = scenario_path;
+  // Every point parses before the folder is touched (a bad value throws here).
+  std::vector<kvsim::sim::PointOutcome> points(grid.size());
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    points[i].overrides = grid[i];
+    points[i].scenario = source.load(grid[i]);
+  }
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    std::optional<kvsim::sim::RunResult> kept;
+    if (resuming) kept = kvsim::sim::read_sweep_point(dir, i, points[i].scenario);
+    if (kept) {
+      points[i].result = std::move(kept);
+      points[i].exit_code = kvsim::sim::result_status(*points[i].result);
+    } else {
+      todo.push_back(i);
+    }
+  }
+  if (resuming) {
+    std::fprintf(stderr, "kvsim: resuming %s: %zu of %zu points kept, %zu to run\n", dir.c_str(),
+                 grid.size() - todo.size(), grid.size(), todo.size());
+  } else {
+    prepare_out_dir(dir);
+    kvsim::sim::begin_sweep_folder(dir,
+                                   {scenario_path, std::filesystem::current_path().string(), axes});
+  }
+  std::vector<std::vector<kvsim::sim::ScenarioOverride>> subgrid;
+  for (const std::size_t i : todo) subgrid.push_back(grid[i]);
   kvsim::sim::PointRunOptions options;
   options.jobs = jobs;
-  options.progress = [](std::size_t done, std::size_t total) {
-    std::fprintf(stderr, "\r%s", kvsim::sim::progress_bar(done, total).c_str());
+  const std::size_t kept = grid.size() - todo.size();
+  options.progress = [kept, &grid](std::size_t done, std::size_t) {
+    std::fprintf(stderr, "\r%s", kvsim::sim::progress_bar(kept + done, grid.size()).c_str());
   };
-  const auto points = kvsim::sim::run_points(source, grid, options);
+  std::size_t finished = kept;
+  options.on_point = [&](std::size_t k, const kvsim::sim::PointOutcome& o) {
+    kvsim::sim::write_sweep_point(dir, todo[k], o);
+    if (o.result) ++finished;
+  };
+  options.interrupted = [] {
+    if (g_interrupted != 0) throw Interrupted{g_interrupted};
+  };
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) { g_interrupted = sig; };
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: the wait for children returns, and the sweep stops
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  try {
+    const auto ran = kvsim::sim::run_points(source, subgrid, options);
+    for (std::size_t k = 0; k < todo.size(); ++k) points[todo[k]] = ran[k];
+  } catch (const Interrupted& stop) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    std::fprintf(stderr,
+                 "\nkvsim: interrupted: %zu of %zu points are kept in %s; resume with: "
+                 "kvsim sweep --resume %s\n",
+                 finished, grid.size(), dir.c_str(), dir.c_str());
+    return 128 + stop.signal;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
   std::fprintf(stderr, "\n");
   int worst = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
     worst = std::max(worst, points[i].exit_code);
-    if (points[i].result) {
-      kvsim::sim::write_results(*points[i].result, out_dir + "/point-" + std::to_string(i));
-    } else {
+    if (!points[i].result)
       std::fprintf(stderr, "kvsim: point %zu: %s\n", i, points[i].error.c_str());
-    }
   }
-  std::ofstream(out_dir + "/sweep.csv") << kvsim::sim::sweep_csv(axes, points);
-  if (report) kvsim::sim::render_report(out_dir);
-  std::printf("sweep of %zu points: %s/sweep.csv%s\n", points.size(), out_dir.c_str(),
-              (report ? ", report " + out_dir + "/index.html" : std::string()).c_str());
+  kvsim::sim::write_file_atomic(dir + "/sweep.csv", kvsim::sim::sweep_csv(axes, points));
+  if (report) kvsim::sim::render_report(dir);
+  kvsim::sim::end_sweep_folder(dir);
+  std::printf("sweep of %zu points: %s/sweep.csv%s\n", points.size(), dir.c_str(),
+              (report ? ", report " + dir + "/index.html" : std::string()).c_str());
   return worst;
 }
 
@@ -313,9 +398,11 @@ int sc_main(int argc, char* argv[]) {
       app.add_subcommand("sweep",
                          "Run the cross product of --set value lists (or the scenario's "
                          "sweep: section) in parallel");
-  sweep->add_option("scenario", scenario, "Scenario YAML file")
-      ->required()
+  std::string resume;
+  sweep->add_option("scenario", scenario, "Scenario YAML file (not with --resume)")
       ->check(CLI::ExistingFile);
+  sweep->add_option("--resume", resume,
+                    "Finish the interrupted sweep in this folder: run only its missing points");
   sweep->add_option("-o,--out", out_dir, "Output folder")->capture_default_str();
   sweep->add_option("--set", sets,
                     "key=v1,v2,... (repeatable; the cross product is run); default: the "
@@ -368,7 +455,7 @@ int sc_main(int argc, char* argv[]) {
       std::printf("%s/index.html\n", report_dir.c_str());
       return 0;
     }
-    return run_sweep(scenario, sets, out_dir, jobs, !no_report);
+    return run_sweep(scenario, sets, out_dir, jobs, !no_report, resume);
   } catch (const CLI::ValidationError& e) {
     std::fprintf(stderr, "kvsim: %s\n", e.what());
     return 2;

@@ -113,7 +113,8 @@ class Pool {
       for (std::size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
         if (!drain(pids[i])) {
-          finish(pids[i]);
+          const std::size_t point = finish(pids[i]);
+          if (o_.on_point) o_.on_point(point, out_[point]);
           ++done;
           if (o_.progress) o_.progress(done, n);
         }
@@ -180,7 +181,7 @@ class Pool {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 2;
   }
 
-  void finish(pid_t pid) {
+  std::size_t finish(pid_t pid) {
     Child c = std::move(running_.at(pid));
     running_.erase(pid);
     ::close(c.fd);
@@ -192,6 +193,7 @@ class Pool {
       o.exit_code = 2;
       if (o.error.empty()) o.error = "the simulation process ended without a result";
     }
+    return c.point;
   }
 
   std::vector<PointOutcome>& out_;

@@ -45,6 +45,9 @@ struct PointRunOptions {
   /// In the parent, when a signal interrupts the wait; may throw to stop (the children are then
   /// killed and reaped before the exception goes on).
   std::function<void()> interrupted;
+  /// In the parent, as soon as a point has ended (its index in `points`, its outcome): a sweep
+  /// writes it at once, so that an interrupted sweep keeps what it finished.
+  std::function<void(std::size_t, const PointOutcome&)> on_point;
 };
 
 /// Parses every point first (a bad key or value throws model::ModelError before anything runs),

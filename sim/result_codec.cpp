@@ -9,6 +9,7 @@ namespace kvsim::sim {
 // CBOR keeps doubles as IEEE binary64 and integers exactly.
 std::string encode_result(const RunResult& r) {
   nlohmann::json j;
+  j["schema"] = kResultSchema;
   auto& reqs = j["requests"] = nlohmann::json::array();
   for (const RequestResult& q : r.requests) {
     reqs.push_back({q.id, q.prompt_tokens, q.arrival, q.prefill_start, q.transfer_start,
@@ -37,6 +38,12 @@ RunResult decode_result(const std::string& bytes, Scenario scenario) {
   r.scenario = std::move(scenario);
   try {
     const nlohmann::json j = nlohmann::json::from_cbor(bytes);
+    const int schema = j.value("schema", 0);
+    if (schema != kResultSchema) {
+      throw std::runtime_error("a result of schema " + std::to_string(schema) +
+                               " (written by another kvsim); this kvsim reads schema " +
+                               std::to_string(kResultSchema));
+    }
     for (const auto& q : j.at("requests")) {
       RequestResult x;
       x.id = q.at(0).get<int>();

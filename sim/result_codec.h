@@ -8,10 +8,14 @@
 
 namespace kvsim::sim {
 
+/// The version of kvsim's result files (result.json, result.cbor, sweep.json); a reader refuses
+/// any other.
+inline constexpr int kResultSchema = 1;
+
 /// Everything in `result` except its scenario, which the parent already has.
 std::string encode_result(const RunResult& result);
 /// The result `encode_result` was given, with `scenario` put back. Throws std::runtime_error if
-/// the bytes are not an encoded result.
+/// the bytes are not an encoded result of this schema.
 RunResult decode_result(const std::string& bytes, Scenario scenario);
 
 }  // namespace kvsim::sim

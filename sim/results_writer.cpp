@@ -8,6 +8,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <unistd.h>
+
+#include "sim/result_codec.h"
 #include "sim/serving/metrics.h"
 
 namespace kvsim::sim {
@@ -18,9 +21,7 @@ double us(model::SimTime t) {
 }
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write '" + path.string() + "'");
+  write_file_atomic(path.string(), text);
 }
 
 constexpr std::size_t kSummaryRequests = 20;  // a serving run lists its first requests only
@@ -68,6 +69,24 @@ nlohmann::ordered_json percentiles_json(const serving::Percentiles& p) {
 }
 
 }  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  // A temporary beside the target, then rename: a reader sees the old file or the whole new one.
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("cannot write '" + path + "'");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write '" + path + "'");
+  }
+}
 
 std::string summary_text(const RunResult& r) {
   std::ostringstream o;
@@ -129,6 +148,7 @@ std::string summary_text(const RunResult& r) {
 std::string result_json(const RunResult& r) {
   nlohmann::ordered_json j;
   const Scenario& s = r.scenario;
+  j["schema"] = kResultSchema;
   j["scenario"] = {{"origin", s.origin},
                    {"question", s.question},
                    {"preset", s.preset},

@@ -8,6 +8,9 @@
 
 namespace kvsim::sim {
 
+/// Writes `text` to `path` through a temporary file and a rename, so that a reader (or a crash)
+/// never sees half a file. Throws std::runtime_error naming the path.
+void write_file_atomic(const std::string& path, const std::string& text);
 /// The human summary: one line per request and per busy link, and the headline numbers.
 std::string summary_text(const RunResult& result);
 /// result.json's content (every number a report needs; times in microseconds).
