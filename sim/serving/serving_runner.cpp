@@ -442,6 +442,8 @@ class Serving {
     for (const int id : batch) {
       Live& q = live_[static_cast<std::size_t>(id)];
       q.r.prefill_start = start;
+      q.r.ok = true;  // until a rank's transfer says otherwise (set_status)
+      q.r.status = "LLM_SUCCESS";
       layer_time += s_.prefill_layer_time(q.r.prompt_tokens);
       if (q.r.checked) fill(q, inst);
     }
@@ -506,8 +508,6 @@ class Serving {
   void deliver(int id) {
     Live& q = live_[static_cast<std::size_t>(id)];
     try {
-      q.r.ok = true;
-      q.r.status = "LLM_SUCCESS";
       for (impl::CacheTask& task : q.tasks) {
         const LLMStatusCode code = task.synchronize();
         if (code != LLMStatusCode::LLM_SUCCESS) set_status(q, std::string(impl::to_string(code)));
@@ -521,8 +521,10 @@ class Serving {
   }
 
   // push_blocks, as xLLM drives PushKvBlocks: one rank's transfer thread waits for each layer of
-  // the batch and pushes it for every request, synchronously (spec 8). A failed push ends that
-  // request's later layers on this rank.
+  // the batch and pushes it for every request, synchronously (spec 8; hixl
+  // src/python/llm_datadist/llm_datadist/v2/cache_manager.py CacheManager.push_blocks: remote-
+  // accessible mode, one transfer per layer). A failed push ends that request's later layers on
+  // this rank; the request still lands (failed) after the last layer.
   void push(Instance& inst, std::size_t r, BatchLayers& layers, const std::vector<int>& batch) {
     try {
       RankEngine& k = inst.ranks[r];
@@ -532,32 +534,26 @@ class Serving {
         const impl::LayerRange range{static_cast<std::int64_t>(l), static_cast<std::int64_t>(l) + 1,
                                      1};
         for (std::size_t i = 0; i < batch.size(); ++i) {
-          if (!errors[i].empty()) continue;
           Live& q = live_[static_cast<std::size_t>(batch[i])];
           const RankEngine& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)].ranks[r];
-          try {
-            k.dist->cache_manager().push_blocks(impl::BlocksCacheKey{dst.cluster, 0}, *k.cache,
-                                                q.src_blocks, q.dst_blocks, range, range);
-          } catch (const impl::LLMException& e) {
-            errors[i] = std::string(impl::to_string(e.status_code()));
+          if (errors[i].empty()) {
+            try {
+              k.dist->cache_manager().push_blocks(impl::BlocksCacheKey{dst.cluster, 0}, *k.cache,
+                                                  q.src_blocks, q.dst_blocks, range, range);
+            } catch (const impl::LLMException& e) {
+              errors[i] = std::string(impl::to_string(e.status_code()));
+            }
           }
-          if (l + 1 == layers.computed.size()) rank_done(q, inst.ranks.size(), errors[i]);
+          if (l + 1 == layers.computed.size()) {
+            if (!errors[i].empty()) set_status(q, errors[i]);
+            if (--q.pending_ranks == 0) landed(q);
+          }
         }
       }
     } catch (const std::exception& e) {
       fail(e);
     }
     --busy_;
-  }
-
-  // One rank has pushed all of a request's layers (or failed); the last rank lands it.
-  void rank_done(Live& q, std::size_t ranks, const std::string& error) {
-    if (q.pending_ranks == ranks) {
-      q.r.ok = true;
-      q.r.status = "LLM_SUCCESS";
-    }
-    if (!error.empty()) set_status(q, error);
-    if (--q.pending_ranks == 0) landed(q);
   }
 
   // pull_blocks after prefill: every decode rank pulls its shard at once (spec 8, vLLM-Ascend).
@@ -583,8 +579,6 @@ class Serving {
           done[r]->set();
         });
       }
-      q.r.ok = true;
-      q.r.status = "LLM_SUCCESS";
       for (std::size_t r = 0; r < dst.ranks.size(); ++r) {
         (void)done[r]->wait_for(impl::kForever);
         if (!errors[r].empty()) set_status(q, errors[r]);
@@ -713,33 +707,39 @@ class Serving {
   void sampler() {
     const model::Topology& t = world_.fabric().topology();
     const model::FluidNetwork& net = world_.fabric().network();
-    for (std::size_t i = 0; i < t.links().size(); ++i) {
-      if (t.links()[i].type == world_.spec().scale_out.type) sampled_links_.push_back(i);
+    std::vector<TimeSeries>& series = result_.series;
+    for (const Instance& p : prefill_) series.push_back({p.name + " queue", {}});
+    for (const Instance& d : decode_) {
+      series.push_back({d.name + " running", {}});
+      series.push_back({d.name + " waiting", {}});
     }
-    const std::size_t columns = prefill_.size() + 2 * decode_.size() + sampled_links_.size();
-    series_.assign(columns, {});
-    std::vector<double> last(sampled_links_.size(), 0.0);
-    interval_ = std::max<SimTime>(model::kMs, last_arrival_ / 200);
+    std::vector<const model::Link*> links;
+    for (const model::Link& l : t.links()) {
+      if (l.type != world_.spec().scale_out.type) continue;
+      links.push_back(&l);
+      series.push_back({l.name + " util", {}});
+    }
+    std::vector<double> last(links.size(), 0.0);
+    const SimTime interval = std::max<SimTime>(model::kMs, last_arrival_ / 200);
     int idle_samples = 0;
     std::size_t completed_before = 0;
     while (!finished_) {
-      platform().sleep(interval_);
+      platform().sleep(interval);
       const SimTime now = platform().now();
       result_.sample_times.push_back(now);
-      std::size_t c = 0;
+      auto column = series.begin();
       for (const Instance& p : prefill_)
-        series_[c++].push_back(static_cast<double>(p.queue.size()));
+        (column++)->values.push_back(static_cast<double>(p.queue.size()));
       for (const Instance& d : decode_) {
-        series_[c++].push_back(static_cast<double>(d.running.size()));
-        series_[c++].push_back(static_cast<double>(d.queue.size()));
+        (column++)->values.push_back(static_cast<double>(d.running.size()));
+        (column++)->values.push_back(static_cast<double>(d.queue.size()));
       }
-      for (std::size_t k = 0; k < sampled_links_.size(); ++k) {
-        const model::Link& l = t.links()[sampled_links_[k]];
+      for (std::size_t k = 0; k < links.size(); ++k) {
         // The busier direction's share of the healthy capacity over the interval.
-        const double carried =
-            std::max(net.carried_bytes_at(l.forward, now), net.carried_bytes_at(l.backward, now));
-        series_[c++].push_back((carried - last[k]) /
-                               (l.nominal_effective * model::to_seconds(interval_)));
+        const double carried = std::max(net.carried_bytes_at(links[k]->forward, now),
+                                        net.carried_bytes_at(links[k]->backward, now));
+        (column++)->values.push_back((carried - last[k]) /
+                                     (links[k]->nominal_effective * model::to_seconds(interval)));
         last[k] = carried;
       }
       // Nothing running for two samples in a row while requests are left: a stall.
@@ -762,20 +762,16 @@ class Serving {
     for (Live& q : live_) result_.requests.push_back(std::move(q.r));
     collect_world_results(world_, result_);
     if (trace_) result_.trace_json = trace_->json();
-    // Series: instance queues, and the links that carried anything.
-    std::size_t c = 0;
-    for (const Instance& p : prefill_) result_.series.push_back({p.name + " queue", series_[c++]});
-    for (const Instance& d : decode_) {
-      result_.series.push_back({d.name + " running", series_[c++]});
-      result_.series.push_back({d.name + " waiting", series_[c++]});
-    }
-    const model::Topology& t = world_.fabric().topology();
-    for (std::size_t k = 0; k < sampled_links_.size(); ++k, ++c) {
-      const std::vector<double>& v = series_[c];
-      if (std::any_of(v.begin(), v.end(), [](double x) { return x > 0; })) {
-        result_.series.push_back({t.links()[sampled_links_[k]].name + " util", v});
-      }
-    }
+    // Keep the links that carried anything.
+    auto& series = result_.series;
+    series.erase(std::remove_if(series.begin(), series.end(),
+                                [](const TimeSeries& t) {
+                                  return t.name.size() > 5 &&
+                                         t.name.compare(t.name.size() - 5, 5, " util") == 0 &&
+                                         std::none_of(t.values.begin(), t.values.end(),
+                                                      [](double x) { return x > 0; });
+                                }),
+                 series.end());
   }
 
   const Scenario& s_;
@@ -794,9 +790,6 @@ class Serving {
   bool finished_ = false;
   SimTime last_arrival_ = 0;
   SimTime last_completion_ = 0;
-  SimTime interval_ = 0;
-  std::vector<std::size_t> sampled_links_;
-  std::vector<std::vector<double>> series_;
   RunResult result_;
   std::string error_;
 };

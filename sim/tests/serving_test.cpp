@@ -176,6 +176,36 @@ TEST(Serving, PushBlocksPerLayerTimesAsTransferCacheAsync) {
   EXPECT_TRUE(y.diagnostics.empty());  // one synchronous push at a time: nothing to flag
 }
 
+class FaultedServing : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FaultedServing, ANicDownMidRunFailsTheRequestsAfterItAndServesTheRest) {
+  // The decode rank's NIC dies at 100 ms: requests before it are served, every later one ends
+  // with the library's status instead of hanging the run.
+  const Scenario s = parse_scenario(
+      queue_text(100, 40, 1, 1, 1) + "faults:\n  - {link: roce n1d0, at: 100ms, event: down}\n",
+      "<fault>", {{"transfer.method", GetParam()}});
+  const RunResult r = run_scenario(s, kNoTrace);
+  ASSERT_EQ(r.requests.size(), 40u);
+  std::size_t failed = 0;
+  for (const RequestResult& q : r.requests) {
+    if (q.ok) {
+      EXPECT_TRUE(q.verified) << q.id;
+      EXPECT_LT(q.transfer_end, 100 * model::kMs) << q.id;
+      EXPECT_GT(q.completion, 0u) << q.id;
+      continue;
+    }
+    ++failed;
+    EXPECT_NE(q.status, "LLM_SUCCESS") << q.id;
+    EXPECT_FALSE(q.verified) << q.id;
+    EXPECT_EQ(q.first_token, 0u) << q.id;  // never decoded
+  }
+  EXPECT_GT(failed, 20u);
+  EXPECT_LT(failed, 40u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Serving, FaultedServing,
+                         ::testing::Values("layerwise", "push_blocks", "pull_blocks"));
+
 TEST(Serving, TwoRunsAreIdentical) {
   const Scenario s = parse_scenario(queue_text(250, 300, 2, 2, 0.5), "<twice>");
   EXPECT_EQ(encode_result(run_scenario(s, kNoTrace)), encode_result(run_scenario(s, kNoTrace)));
