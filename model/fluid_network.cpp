@@ -400,10 +400,7 @@ Bandwidth FluidNetwork::load(ResourceId r) const {
 }
 
 double FluidNetwork::carried_bytes(ResourceId r) const {
-  check_resource(r, "carried_bytes");
-  solve();
-  const Resource& res = resources_[r];
-  return res.carried + res.load * static_cast<double>(now_ - res.updated) / kPsPerSec;
+  return carried_bytes_at(r, now_);
 }
 
 double FluidNetwork::carried_bytes_at(ResourceId r, SimTime at) const {

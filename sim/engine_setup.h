@@ -34,6 +34,11 @@ std::map<std::string, std::string> engine_options(const impl::Platform& platform
 impl::LLMClusterInfo server_info(const impl::Platform& platform, std::uint64_t cluster_id,
                                  int device, int client_device);
 
+/// Cluster ids of a study's engines: prompt rank r is kPromptClusterBase + r, decode rank r
+/// kDecodeClusterBase + r (serving studies number instance after instance from these).
+inline constexpr std::uint64_t kPromptClusterBase = 100;
+inline constexpr std::uint64_t kDecodeClusterBase = 200;
+
 /// HCCS needs 2 MiB-aligned device memory (spec 4), so caches are allocated at that alignment.
 inline constexpr std::uint64_t kCacheAlign = 2ull << 20;
 

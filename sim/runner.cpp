@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <numeric>
-#include <random>
 #include <stdexcept>
 
 #include "impl/directory.h"
@@ -19,10 +17,6 @@ namespace {
 
 using impl::LLMStatusCode;
 using model::SimTime;
-
-constexpr std::uint64_t kPromptClusterBase = 100;
-constexpr std::uint64_t kDecodeClusterBase = 200;
-constexpr std::uint64_t kAlign = kCacheAlign;
 
 // Releases layer L of the current request once the simulated prefill has computed it (the
 // documented per-layer event pattern, spec 8).
@@ -121,7 +115,8 @@ class Run {
                           data_type_of(s_.dtype));
     }
     pool_bytes_ =
-        ((desc_.size() + kAlign - 1) / kAlign * kAlign) * desc_.num_tensors() + 64 * kAlign;
+        ((desc_.size() + kCacheAlign - 1) / kCacheAlign * kCacheAlign) * desc_.num_tensors() +
+        64 * kCacheAlign;
     const int dpn = spec.devices_per_node;
     const bool same_node = s_.prompt_node == s_.decode_node;
     const bool layerwise = s_.method == TransferMethod::kLayerwise;

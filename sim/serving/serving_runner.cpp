@@ -20,8 +20,6 @@ namespace {
 using impl::LLMStatusCode;
 using model::SimTime;
 
-constexpr std::uint64_t kPromptClusterBase = 100;  // the single-request runner's ids for 1P1D
-constexpr std::uint64_t kDecodeClusterBase = 200;
 constexpr std::size_t kTraceRequestLimit = 500;  // a Chrome trace of more would not open
 
 // One rank of an instance: its engine on its device and its registered paged cache.
