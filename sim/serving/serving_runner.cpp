@@ -446,6 +446,9 @@ class Serving {
       if (q.r.checked) fill(q, inst);
     }
     if (layerwise()) {
+      // One task per request and rank. The tasks of a batch run at once, their layers serialised
+      // by the engine's transfer mutex (hixl src/llm_datadist/llm_datadist_v2.cc
+      // LLMDataDistV2::TransferCache), which v2 allows and kvsim diagnoses (ConcurrentTransfer).
       auto sync = std::make_shared<LayerEvents>(layers);
       for (const int id : batch) {
         Live& q = live_[static_cast<std::size_t>(id)];
