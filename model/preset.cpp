@@ -115,6 +115,7 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   } catch (const ModelError& e) {
     throw ModelError(ErrorKind::kFormat, origin + ": " + e.what());
   }
+  top.finish();
   return s;
 }
 

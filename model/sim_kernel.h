@@ -4,8 +4,8 @@
 namespace kvsim::model {
 
 /// Detaches the current SystemC simulation context so that the next SystemC call builds a new
-/// one (DESIGN.md: deleting the old context crashes, so it is leaked; a few KB each). Call only
-/// when no module of the old context will be used again.
+/// one (DESIGN.md: deleting the old context crashes, so it is kept, unused; a few KB each). Call
+/// only when no module of the old context will be used again.
 void fresh_kernel();
 
 /// Runs the current kernel until no event is pending (sc_start with no limit).

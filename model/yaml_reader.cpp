@@ -1,6 +1,7 @@
 #include "model/yaml_reader.h"
 
 #include <exception>
+#include <optional>
 
 namespace kvsim::model {
 
@@ -10,9 +11,15 @@ YamlReader::YamlReader(const YAML::Node& node, std::string origin, std::string p
 }
 
 YamlReader::~YamlReader() noexcept(false) {
-  if (std::uncaught_exceptions() > 0 || !node_.IsMap()) return;
+  if (std::uncaught_exceptions() > 0) return;
+  finish();
+}
+
+void YamlReader::finish() {
+  if (finished_ || !node_.IsMap()) return;
+  finished_ = true;
   for (const auto& kv : node_) {
-    const std::string key = kv.first.as<std::string>();
+    const std::string key = kv.first.Scalar();  // a plain scalar: load_yaml_* checked
     if (!used_.count(key)) {
       std::string known;
       for (const auto& k : expected_) known += (known.empty() ? "" : ", ") + k;
@@ -108,17 +115,25 @@ namespace {
 
 // Walks the document as readers will, aliases expanded, and gives up past the bounds: a few
 // hundred bytes of nested aliases (a "billion laughs") would otherwise expand to gigabytes in
-// whatever reads them first. Returns false at the first bound passed.
-bool within_bounds(const YAML::Node& node, int depth, std::size_t& visits) {
+// whatever reads them first. Returns false at the first bound passed. Every mapping key must be
+// a plain scalar (every schema's keys are names): the first other one is left in `bad_key`.
+bool within_bounds(const YAML::Node& node, int depth, std::size_t& visits,
+                   std::optional<YAML::Mark>& bad_key) {
   if (++visits > kMaxYamlNodes || depth > kMaxYamlDepth) return false;
   if (node.IsMap()) {
     for (const auto& kv : node) {
-      if (!within_bounds(kv.first, depth + 1, visits)) return false;
-      if (!within_bounds(kv.second, depth + 1, visits)) return false;
+      if (!kv.first.IsScalar()) {
+        bad_key = kv.first.Mark();
+        return true;
+      }
+      if (!within_bounds(kv.first, depth + 1, visits, bad_key)) return false;
+      if (!within_bounds(kv.second, depth + 1, visits, bad_key)) return false;
+      if (bad_key) return true;
     }
   } else if (node.IsSequence()) {
     for (const auto& item : node) {
-      if (!within_bounds(item, depth + 1, visits)) return false;
+      if (!within_bounds(item, depth + 1, visits, bad_key)) return false;
+      if (bad_key) return true;
     }
   }
   return true;
@@ -126,11 +141,17 @@ bool within_bounds(const YAML::Node& node, int depth, std::size_t& visits) {
 
 YAML::Node checked(YAML::Node root, const std::string& origin) {
   std::size_t visits = 0;
-  if (!within_bounds(root, 0, visits)) {
+  std::optional<YAML::Mark> bad_key;
+  if (!within_bounds(root, 0, visits, bad_key)) {
     throw ModelError(ErrorKind::kFormat,
                      origin + ": expands to more than " + std::to_string(kMaxYamlNodes) +
                          " nodes or nests deeper than " + std::to_string(kMaxYamlDepth) +
                          " levels (aliases count as often as they are used)");
+  }
+  if (bad_key) {
+    throw ModelError(ErrorKind::kFormat,
+                     origin + ":" + std::to_string(bad_key->line + 1) +
+                         ": a key must be a plain name, not a mapping, a list or null");
   }
   return root;
 }

@@ -25,6 +25,10 @@ class YamlReader {
   YamlReader& operator=(const YamlReader&) = delete;
   YamlReader(YamlReader&&) = default;
 
+  /// Checks now that every key was read (the destructor's check, for a reader whose scope ends
+  /// after its result was built: a destructor that throws then would leak that result).
+  void finish();
+
   /// Throws ModelError(kFormat) "origin:line: key 'path.key' rule".
   [[noreturn]] void fail(const YAML::Node& at, const std::string& key,
                          const std::string& rule) const;
@@ -67,6 +71,7 @@ class YamlReader {
   std::string origin_;
   std::string path_;
   std::set<std::string> used_;
+  bool finished_ = false;
   std::vector<std::string> expected_;
 };
 

@@ -64,7 +64,7 @@ rc::Gen<Config> gen_config(int layers, int rows) {
 rc::Gen<Case> gen_case() {
   return rc::gen::mapcat(
       rc::gen::pair(rc::gen::inRange(1, 129), rc::gen::inRange(1, 4)), [](std::pair<int, int> lr) {
-        const auto [layers, rows] = lr;
+        const int layers = lr.first, rows = lr.second;
         return rc::gen::build<Case>(
             rc::gen::set(&Case::layers, rc::gen::just(layers)),
             rc::gen::set(&Case::rows, rc::gen::just(rows)),

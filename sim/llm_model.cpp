@@ -49,16 +49,16 @@ std::vector<std::string> available_models() {
   return names;
 }
 
-LlmModel load_model(const std::string& name) {
-  const std::string path = model_library_path();
-  const YAML::Node root = model::load_yaml_file(path);
+namespace {
+
+// The model `name` of a parsed library read from `origin`.
+LlmModel model_from(const YAML::Node& root, const std::string& origin, const std::string& name,
+                    const std::string& names) {
   if (!root.IsMap() || !root[name]) {
-    std::string names;
-    for (const auto& n : available_models()) names += (names.empty() ? "" : ", ") + n;
     throw ModelError(ErrorKind::kUnknownPreset,
-                     "model '" + name + "' is not in " + path + " (available: " + names + ")");
+                     "model '" + name + "' is not in " + origin + " (available: " + names + ")");
   }
-  model::YamlReader r(root[name], path, name);
+  model::YamlReader r(root[name], origin, name);
   LlmModel m;
   m.name = name;
   m.layers = static_cast<int>(r.integer("layers", 1, 1024));
@@ -74,7 +74,25 @@ LlmModel load_model(const std::string& name) {
     m.mla = Mla{static_cast<int>(mla.integer("kv_lora_rank", 1, 65536)),
                 static_cast<int>(mla.integer("qk_rope_head_dim", 0, 65536))};
   }
+  r.finish();
   return m;
+}
+
+}  // namespace
+
+LlmModel load_model(const std::string& name) {
+  const std::string path = model_library_path();
+  const YAML::Node root = model::load_yaml_file(path);
+  std::string names;
+  if (!root.IsMap() || !root[name]) {
+    for (const auto& n : available_models()) names += (names.empty() ? "" : ", ") + n;
+  }
+  return model_from(root, path, name, names);
+}
+
+LlmModel parse_model(const std::string& yaml_text, const std::string& origin,
+                     const std::string& name) {
+  return model_from(model::load_yaml_text(yaml_text, origin), origin, name, "");
 }
 
 }  // namespace kvsim::sim

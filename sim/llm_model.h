@@ -45,5 +45,8 @@ std::string model_library_path();
 std::vector<std::string> available_models();
 /// A model from the library; ModelError(kFormat) for a bad file, kUnknownPreset for a bad name.
 LlmModel load_model(const std::string& name);
+/// Model `name` of library text; `origin` names it in errors (as load_model).
+LlmModel parse_model(const std::string& yaml_text, const std::string& origin,
+                     const std::string& name);
 
 }  // namespace kvsim::sim

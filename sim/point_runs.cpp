@@ -12,16 +12,12 @@
 #include <map>
 #include <stdexcept>
 
+#include "sim/child_frames.h"
 #include "sim/result_codec.h"
 #include "sim/world.h"
 
 namespace kvsim::sim {
 namespace {
-
-// Child-to-parent messages on a pipe: a tag byte, a 64-bit length, the bytes.
-constexpr char kProgress = 'P';
-constexpr char kResult = 'R';
-constexpr char kError = 'E';
 
 void write_all(int fd, const char* data, std::size_t n) {
   while (n > 0) {
@@ -36,12 +32,8 @@ void write_all(int fd, const char* data, std::size_t n) {
 }
 
 void send(int fd, char tag, const std::string& body) {
-  char head[9];
-  head[0] = tag;
-  const std::uint64_t len = body.size();
-  std::memcpy(head + 1, &len, sizeof len);
-  write_all(fd, head, sizeof head);
-  write_all(fd, body.data(), body.size());
+  const std::string frame = encode_frame(tag, body);
+  write_all(fd, frame.data(), frame.size());
 }
 
 // Runs in the forked child: simulates the point and sends its result back; never returns.
@@ -55,16 +47,16 @@ void send(int fd, char tag, const std::string& body) {
     if (options.request_progress) {
       run.progress = [fd](std::size_t done, std::size_t total) {
         const std::uint64_t v[2] = {done, total};
-        send(fd, kProgress, std::string(reinterpret_cast<const char*>(v), sizeof v));
+        send(fd, kFrameProgress, std::string(reinterpret_cast<const char*>(v), sizeof v));
       };
     }
     const RunResult result = run_scenario(scenario, run);
-    send(fd, kResult, encode_result(result));
+    send(fd, kFrameResult, encode_result(result));
     code = result_status(result);
   } catch (const std::exception& e) {
-    send(fd, kError, e.what());
+    send(fd, kFrameError, e.what());
   } catch (...) {
-    send(fd, kError, "unknown error");
+    send(fd, kFrameError, "unknown error");
   }
   ::close(fd);
   _exit(code);
@@ -73,7 +65,7 @@ void send(int fd, char tag, const std::string& body) {
 struct Child {
   std::size_t point = 0;
   int fd = -1;
-  std::string inbox;
+  FrameReader inbox;
   std::string payload;
   bool has_result = false;
 };
@@ -151,24 +143,24 @@ class Pool {
     const ssize_t r = ::read(c.fd, buf, sizeof buf);
     if (r < 0) return errno == EINTR || errno == EAGAIN;
     if (r == 0) return false;
-    c.inbox.append(buf, static_cast<std::size_t>(r));
-    while (c.inbox.size() >= 9) {
-      std::uint64_t len = 0;
-      std::memcpy(&len, c.inbox.data() + 1, sizeof len);
-      if (c.inbox.size() < 9 + len) break;
-      const char tag = c.inbox[0];
-      std::string body = c.inbox.substr(9, len);
-      c.inbox.erase(0, 9 + len);
-      if (tag == kProgress && body.size() == 16 && o_.request_progress) {
-        std::uint64_t v[2];
-        std::memcpy(v, body.data(), sizeof v);
-        o_.request_progress(c.point, v[0], v[1]);
-      } else if (tag == kResult) {
-        c.payload = std::move(body);
-        c.has_result = true;
-      } else if (tag == kError) {
-        out_[c.point].error = std::move(body);
+    c.inbox.feed(buf, static_cast<std::size_t>(r));
+    try {
+      while (std::optional<ChildFrame> f = c.inbox.next()) {
+        if (f->tag == kFrameProgress && f->body.size() == 16 && o_.request_progress) {
+          std::uint64_t v[2];
+          std::memcpy(v, f->body.data(), sizeof v);
+          o_.request_progress(c.point, v[0], v[1]);
+        } else if (f->tag == kFrameResult) {
+          c.payload = std::move(f->body);
+          c.has_result = true;
+        } else if (f->tag == kFrameError) {
+          out_[c.point].error = std::move(f->body);
+        }
       }
+    } catch (const std::runtime_error& e) {
+      out_[c.point].error = e.what();
+      c.has_result = false;
+      return false;  // ends the point: finish() reaps the child
     }
     return true;
   }

@@ -2,7 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 namespace kvsim::sim {
 
@@ -33,12 +36,49 @@ std::string encode_result(const RunResult& r) {
   return std::string(bytes.begin(), bytes.end());
 }
 
+namespace {
+
+[[noreturn]] void malformed(const std::string& what) {
+  throw std::runtime_error("not an encoded run result: " + what);
+}
+
+// An integer of type T, exactly: a float or an out-of-range value is malformed (a cast would be
+// undefined behaviour).
+template <class T>
+T integer(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
+      malformed("an integer out of range");
+    }
+    return static_cast<T>(u);
+  }
+  if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if constexpr (std::is_unsigned_v<T>) {
+      if (i < 0) malformed("a negative count");
+    } else if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) {
+      malformed("an integer out of range");
+    }
+    return static_cast<T>(i);
+  }
+  malformed("a number where an integer belongs");
+}
+
+std::vector<model::SimTime> times(const nlohmann::json& v) {
+  std::vector<model::SimTime> out;
+  for (const auto& t : v) out.push_back(integer<model::SimTime>(t));
+  return out;
+}
+
+}  // namespace
+
 RunResult decode_result(const std::string& bytes, Scenario scenario) {
   RunResult r;
   r.scenario = std::move(scenario);
   try {
     const nlohmann::json j = nlohmann::json::from_cbor(bytes);
-    const int schema = j.value("schema", 0);
+    const int schema = j.is_object() && j.contains("schema") ? integer<int>(j["schema"]) : 0;
     if (schema != kResultSchema) {
       throw std::runtime_error("a result of schema " + std::to_string(schema) +
                                " (written by another kvsim); this kvsim reads schema " +
@@ -46,45 +86,45 @@ RunResult decode_result(const std::string& bytes, Scenario scenario) {
     }
     for (const auto& q : j.at("requests")) {
       RequestResult x;
-      x.id = q.at(0).get<int>();
-      x.prompt_tokens = q.at(1).get<std::uint64_t>();
-      x.arrival = q.at(2).get<model::SimTime>();
-      x.prefill_start = q.at(3).get<model::SimTime>();
-      x.transfer_start = q.at(4).get<model::SimTime>();
-      x.prefill_end = q.at(5).get<model::SimTime>();
-      x.transfer_end = q.at(6).get<model::SimTime>();
-      x.bytes = q.at(7).get<std::uint64_t>();
+      x.id = integer<int>(q.at(0));
+      x.prompt_tokens = integer<std::uint64_t>(q.at(1));
+      x.arrival = integer<model::SimTime>(q.at(2));
+      x.prefill_start = integer<model::SimTime>(q.at(3));
+      x.transfer_start = integer<model::SimTime>(q.at(4));
+      x.prefill_end = integer<model::SimTime>(q.at(5));
+      x.transfer_end = integer<model::SimTime>(q.at(6));
+      x.bytes = integer<std::uint64_t>(q.at(7));
       x.ok = q.at(8).get<bool>();
       x.status = q.at(9).get<std::string>();
       x.verified = q.at(10).get<bool>();
       x.checked = q.at(11).get<bool>();
-      x.output_tokens = q.at(12).get<std::uint64_t>();
-      x.prefill_instance = q.at(13).get<int>();
-      x.decode_instance = q.at(14).get<int>();
-      x.decode_start = q.at(15).get<model::SimTime>();
-      x.first_token = q.at(16).get<model::SimTime>();
-      x.completion = q.at(17).get<model::SimTime>();
+      x.output_tokens = integer<std::uint64_t>(q.at(12));
+      x.prefill_instance = integer<int>(q.at(13));
+      x.decode_instance = integer<int>(q.at(14));
+      x.decode_start = integer<model::SimTime>(q.at(15));
+      x.first_token = integer<model::SimTime>(q.at(16));
+      x.completion = integer<model::SimTime>(q.at(17));
       r.requests.push_back(std::move(x));
     }
     for (const auto& c : j.at("compute")) {
-      r.compute.push_back({c.at(0).get<int>(), c.at(1).get<int>(), c.at(2).get<model::SimTime>(),
-                           c.at(3).get<model::SimTime>()});
+      r.compute.push_back({integer<int>(c.at(0)), integer<int>(c.at(1)),
+                           integer<model::SimTime>(c.at(2)), integer<model::SimTime>(c.at(3))});
     }
     for (const auto& l : j.at("links")) {
       r.links.push_back({l.at(0).get<std::string>(), l.at(1).get<std::string>(),
                          l.at(2).get<double>(), l.at(3).get<double>()});
     }
     r.diagnostics = j.at("diagnostics").get<std::vector<std::string>>();
-    r.end = j.at("end").get<model::SimTime>();
+    r.end = integer<model::SimTime>(j.at("end"));
     r.trace_json = j.at("trace").get<std::string>();
     r.line_rate = j.at("line_rate").get<double>();
     r.effective_rate = j.at("effective_rate").get<double>();
-    r.sample_times = j.at("sample_times").get<std::vector<model::SimTime>>();
+    r.sample_times = times(j.at("sample_times"));
     for (const auto& t : j.at("series")) {
       r.series.push_back({t.at(0).get<std::string>(), t.at(1).get<std::vector<double>>()});
     }
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(std::string("not an encoded run result: ") + e.what());
+    malformed(e.what());
   }
   return r;
 }

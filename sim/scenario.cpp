@@ -30,6 +30,10 @@ void apply_overrides(YAML::Node root, const std::string& origin,
       throw ModelError(ErrorKind::kFormat,
                        origin + ": override key '" + key + "' is not a dotted key");
     }
+    if (!root.IsMap() && !root.IsNull()) {
+      throw ModelError(ErrorKind::kFormat, origin + ": override key '" + key +
+                                               "' applies to a mapping, and the file is not one");
+    }
     // Walk with fresh handles: YAML::Node assignment would rebind, not descend.
     std::vector<YAML::Node> chain{root};
     for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -59,7 +63,8 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::vector<mode
 // A length: a number, {min, max} (uniform) or {distribution: lognormal, median, sigma, min, max}.
 serving::LengthSpec read_length(YamlReader& w, const std::string& key) {
   serving::LengthSpec l;
-  if (!w.node()[key].IsMap()) {
+  const YAML::Node given = w.node()[key];
+  if (!given || !given.IsMap()) {
     l.value = static_cast<std::uint64_t>(w.integer(key, key == "output_tokens" ? 0 : 1, 1 << 24));
     return l;
   }
@@ -80,6 +85,7 @@ serving::LengthSpec read_length(YamlReader& w, const std::string& key) {
     l.max = static_cast<std::uint64_t>(r.integer("max", 1, 1 << 24));
   }
   if (l.max < l.min) w.fail_key(key, "has max < min");
+  r.finish();
   return l;
 }
 
@@ -88,7 +94,8 @@ serving::LengthSpec read_length(YamlReader& w, const std::string& key) {
 std::vector<Request> read_workload_trace(YamlReader& w, const std::string& base_dir) {
   serving::TraceOptions o;
   std::string file;
-  if (w.node()["trace"].IsMap()) {
+  const YAML::Node given = w.node()["trace"];
+  if (given && given.IsMap()) {
     YamlReader t = w.child("trace");
     file = t.text("file");
     if (t.has("format")) {
@@ -181,6 +188,7 @@ ServingSpec read_serving(YamlReader& top, const Scenario& s) {
     if (slo.has("ttft")) v.slo_ttft = slo.time("ttft");
     if (slo.has("tpot")) v.slo_tpot = slo.time("tpot");
   }
+  r.finish();
   return v;
 }
 
@@ -418,6 +426,7 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       s.faults.push_back(fs);
     }
   }
+  top.finish();
   return s;
 }
 

@@ -2,7 +2,7 @@
 # Installs every Debian 12 package kvsim needs. Idempotent: quiet and fast when all are present.
 set -euo pipefail
 PKGS=(
-  build-essential cmake pkg-config clang-format
+  build-essential cmake pkg-config clang-format clang libclang-rt-14-dev
   libsystemc-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libsimgrid-dev
   python3 python3-matplotlib python3-pybind11 pybind11-dev python3-pytest python3-numpy

@@ -106,6 +106,21 @@ TEST(Presets, UnknownAndMissingKeysNameTheLine) {
   }
 }
 
+TEST(Presets, KeysThatAreNotNamesAreRefusedWithTheirLine) {
+  // A mapping, a list or null as a key: every schema's keys are names (yaml-cpp would otherwise
+  // throw its own "bad conversion" with no file or line).
+  for (const char* key : {"? {a: 1}", "? [a, b]", "~"}) {
+    try {
+      parse_preset(std::string("name: x\n") + key + ": 1\n", "x.yaml");
+      FAIL() << key;
+    } catch (const ModelError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "format: x.yaml:2: a key must be a plain name, not a mapping, a list or null")
+          << key;
+    }
+  }
+}
+
 TEST(Topology, RoutesUseTheRightLinks) {
   FluidNetwork net;
   Topology a2(load_preset("atlas-a2"), net);

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <istream>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -77,19 +79,44 @@ std::uint64_t positive_tokens(const nlohmann::json& v, const std::string& where)
   return v.get<std::uint64_t>();
 }
 
-std::vector<WorkloadRequest> read_kvsim(std::ifstream& in, const std::string& path) {
+// A token count of a trace line, at most kMaxTraceTokens.
+std::uint64_t bounded_tokens(const nlohmann::json& v, const std::string& where) {
+  const std::uint64_t n = positive_tokens(v, where);
+  if (n > kMaxTraceTokens) bad(where, "is above the bound of 2^24 tokens");
+  return n;
+}
+
+// The next line of a trace, at most kMaxTraceLineBytes long; false at the end. Counts requests
+// against kMaxTraceLines.
+bool next_line(std::istream& in, std::string& line, const std::string& origin, int& n) {
+  if (n >= kMaxTraceLines) bad(origin, "has more than 10^7 lines");
+  line.clear();
+  ++n;
+  std::streambuf* buf = in.rdbuf();
+  for (int c; (c = buf->sbumpc()) != std::char_traits<char>::eof();) {
+    if (c == '\n') return true;
+    if (line.size() == kMaxTraceLineBytes) {
+      bad(origin + ":" + std::to_string(n), "is longer than the bound of 1 MiB");
+    }
+    line.push_back(static_cast<char>(c));
+  }
+  return !line.empty();
+}
+
+std::vector<WorkloadRequest> read_kvsim(std::istream& in, const std::string& path) {
   std::vector<WorkloadRequest> out;
   std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  for (int n = 0; next_line(in, line, path, n);) {
     line = strip(line);
     if (line.empty() || line[0] == '#' || line.rfind("arrival", 0) == 0) continue;
     std::stringstream ss(line);
     double arrival_ms = 0;
     char comma = 0;
     long long tokens = 0;
-    if (!(ss >> arrival_ms >> comma >> tokens) || comma != ',' || arrival_ms < 0 || tokens <= 0) {
+    if (!(ss >> arrival_ms >> comma >> tokens) || comma != ',' || arrival_ms < 0 || tokens <= 0 ||
+        static_cast<std::uint64_t>(tokens) > kMaxTraceTokens) {
       bad(path + ":" + std::to_string(n),
-          "expected 'arrival_ms,prompt_tokens' with arrival >= 0 and tokens > 0");
+          "expected 'arrival_ms,prompt_tokens' with arrival >= 0 and 0 < tokens <= 2^24");
     }
     out.push_back({from_ms(arrival_ms, path + ":" + std::to_string(n)),
                    static_cast<std::uint64_t>(tokens),
@@ -99,10 +126,10 @@ std::vector<WorkloadRequest> read_kvsim(std::ifstream& in, const std::string& pa
   return out;
 }
 
-std::vector<WorkloadRequest> read_mooncake(std::ifstream& in, const std::string& path) {
+std::vector<WorkloadRequest> read_mooncake(std::istream& in, const std::string& path) {
   std::vector<WorkloadRequest> out;
   std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  for (int n = 0; next_line(in, line, path, n);) {
     line = strip(line);
     if (line.empty()) continue;
     const std::string at = path + ":" + std::to_string(n);
@@ -121,9 +148,9 @@ std::vector<WorkloadRequest> read_mooncake(std::ifstream& in, const std::string&
     }
     WorkloadRequest r;
     r.arrival = from_ms(j["timestamp"].get<double>(), at + ": timestamp");
-    r.prompt_tokens = positive_tokens(j["input_length"], at + ": input_length");
+    r.prompt_tokens = bounded_tokens(j["input_length"], at + ": input_length");
     if (r.prompt_tokens == 0) bad(at + ": input_length", "must be > 0");
-    r.output_tokens = positive_tokens(j["output_length"], at + ": output_length");
+    r.output_tokens = bounded_tokens(j["output_length"], at + ": output_length");
     if (j.contains("hash_ids")) {
       if (!j["hash_ids"].is_array()) bad(at + ": hash_ids", "must be a list");
       for (const auto& h : j["hash_ids"])
@@ -134,11 +161,11 @@ std::vector<WorkloadRequest> read_mooncake(std::ifstream& in, const std::string&
   return out;
 }
 
-std::vector<WorkloadRequest> read_azure(std::ifstream& in, const std::string& path) {
+std::vector<WorkloadRequest> read_azure(std::istream& in, const std::string& path) {
   std::vector<WorkloadRequest> out;
   std::string line;
   long long first_s = 0, first_frac = 0;
-  for (int n = 1; std::getline(in, line); ++n) {
+  for (int n = 0; next_line(in, line, path, n);) {
     line = strip(line);
     if (line.empty()) continue;
     if (n == 1) {
@@ -158,8 +185,10 @@ std::vector<WorkloadRequest> read_azure(std::ifstream& in, const std::string& pa
     char* end2 = nullptr;
     const long long context = std::strtoll(line.c_str() + c1 + 1, &end1, 10);
     const long long generated = std::strtoll(line.c_str() + c2 + 1, &end2, 10);
-    if (context <= 0 || generated < 0 || end1 != line.c_str() + c2 || *end2 != '\0') {
-      bad(at, "needs ContextTokens > 0 and GeneratedTokens >= 0");
+    if (context <= 0 || generated < 0 || end1 != line.c_str() + c2 || *end2 != '\0' ||
+        static_cast<std::uint64_t>(context) > kMaxTraceTokens ||
+        static_cast<std::uint64_t>(generated) > kMaxTraceTokens) {
+      bad(at, "needs 0 < ContextTokens <= 2^24 and 0 <= GeneratedTokens <= 2^24");
     }
     if (out.empty()) first_s = sec, first_frac = frac;
     if (sec - first_s > static_cast<long long>(model::kMaxTime / model::kSec)) {
@@ -242,18 +271,27 @@ TraceFormat trace_format_from_string(const std::string& text) {
 }
 
 std::vector<WorkloadRequest> read_trace(const std::string& path, const TraceOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) bad(path, "is not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad(path, "cannot be read");
+  return parse_trace(in, path, o);
+}
+
+std::vector<WorkloadRequest> parse_trace(std::istream& in, const std::string& origin,
+                                         const TraceOptions& o) {
+  const std::string& path = origin;
   if (!(o.rate_scale > 0) || !std::isfinite(o.rate_scale)) {
     bad(path, "rate_scale must be finite and > 0");
   }
   if (o.window_from && o.window_to && *o.window_to <= *o.window_from) {
     bad(path, "the window must end after it starts");
   }
-  std::ifstream in(path);
-  if (!in) bad(path, "cannot be read");
   TraceFormat format = o.format;
   if (format == TraceFormat::kAuto) {
     std::string first;
-    std::getline(in, first);
+    int n = 0;
+    next_line(in, first, path, n);
     first = strip(first);
     format = !first.empty() && first[0] == '{'  ? TraceFormat::kMooncake
              : first.rfind("TIMESTAMP", 0) == 0 ? TraceFormat::kAzure

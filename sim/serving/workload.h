@@ -4,7 +4,9 @@
 // window, capped prompt lengths, a request limit). Pure data: no simulation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,9 +45,17 @@ struct TraceOptions {
   std::optional<std::size_t> limit;
 };
 
-/// Reads a trace. Throws std::invalid_argument "path:line: rule" on the first bad line, and if
-/// nothing is left after the options.
+/// Bounds on a trace, checked as it is read: lines, bytes per line, tokens per request.
+inline constexpr int kMaxTraceLines = 10'000'000;
+inline constexpr std::size_t kMaxTraceLineBytes = 1 << 20;
+inline constexpr std::uint64_t kMaxTraceTokens = 1 << 24;
+
+/// Reads a trace file (a regular file). Throws std::invalid_argument "path:line: rule" on the
+/// first bad line or bound, and if nothing is left after the options.
 std::vector<WorkloadRequest> read_trace(const std::string& path, const TraceOptions& options = {});
+/// Reads a trace from a stream (seekable when the format is kAuto); `origin` names it in errors.
+std::vector<WorkloadRequest> parse_trace(std::istream& in, const std::string& origin,
+                                         const TraceOptions& options = {});
 
 /// A length distribution, in tokens.
 struct LengthSpec {

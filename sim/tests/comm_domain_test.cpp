@@ -100,7 +100,8 @@ TEST_F(CommDomains, PullBlocksOverTheDomainThenUnlinkGivesNotYetLink) {
   const TestCache remote = register_cache(*p_, 0, desc, 1, true, impl::BlocksCacheKey{1, 0});
   const TestCache local = register_cache(*d_, 8, desc, 2, true);
   const auto before = snapshot(local);
-  const auto [p_id, d_id] = link_pair();
+  const auto ids = link_pair();
+  const std::uint64_t p_id = ids.first, d_id = ids.second;
   d_->cache_manager().pull_blocks(impl::BlocksCacheKey{1, 0}, local.view, {0, 1, 5}, {3, 4, 7});
   for (std::size_t i = 0; i < 2; ++i) {
     std::vector<std::uint8_t> expected(

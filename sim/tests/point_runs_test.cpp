@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+
 #include "model/errors.h"
+#include "sim/child_frames.h"
 #include "sim/result_codec.h"
 #include "sim/results_writer.h"
 #include "sim/sweep.h"
@@ -83,6 +88,62 @@ TEST(PointRunsTest, CodecRoundTripsExactly) {
   EXPECT_EQ(back.links.back().bytes, 1.0 / 3.0);
   EXPECT_EQ(back.links.back().utilization, 0.1 + 0.2);
   EXPECT_THROW(decode_result("not cbor", r.scenario), std::runtime_error);
+}
+
+TEST(PointRunsTest, CodecRefusesMalformedResultsWithATypedError) {
+  // A float or an out-of-range value where an integer belongs would be undefined behaviour if
+  // cast; it is a malformed result instead.
+  nlohmann::json j = nlohmann::json::parse(
+      R"({"schema": 1, "requests": [], "compute": [[0, 0, 1e300, 2]], "links": [],
+          "diagnostics": [], "end": 0, "trace": "", "line_rate": 0, "effective_rate": 0,
+          "sample_times": [], "series": []})");
+  const auto cbor = [](const nlohmann::json& v) {
+    const auto bytes = nlohmann::json::to_cbor(v);
+    return std::string(bytes.begin(), bytes.end());
+  };
+  const auto rule_of = [&](const nlohmann::json& v) -> std::string {
+    try {
+      decode_result(cbor(v), Scenario{});
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(rule_of(j), "not an encoded run result: a number where an integer belongs");
+  j["compute"][0][2] = 5;
+  EXPECT_EQ(rule_of(j), "accepted");
+  j["compute"][0][0] = 1ull << 40;
+  EXPECT_EQ(rule_of(j), "not an encoded run result: an integer out of range");
+  j["compute"][0][0] = 0;
+  j["schema"] = 2.5;
+  EXPECT_EQ(rule_of(j), "not an encoded run result: a number where an integer belongs");
+}
+
+TEST(PointRunsTest, FramesSurviveAnySplitAndOversizedOnesAreRefused) {
+  const std::string stream = encode_frame(kFrameProgress, std::string(16, '\x01')) +
+                             encode_frame(kFrameResult, "result bytes") +
+                             encode_frame(kFrameError, "");
+  for (std::size_t chunk = 1; chunk <= stream.size(); ++chunk) {
+    FrameReader reader;
+    std::vector<ChildFrame> got;
+    for (std::size_t at = 0; at < stream.size(); at += chunk) {
+      reader.feed(stream.data() + at, std::min(chunk, stream.size() - at));
+      while (auto f = reader.next()) got.push_back(*f);
+    }
+    ASSERT_EQ(got.size(), 3u) << chunk;
+    EXPECT_EQ(got[0].tag, kFrameProgress);
+    EXPECT_EQ(got[1].body, "result bytes");
+    EXPECT_EQ(got[2].tag, kFrameError);
+    EXPECT_TRUE(got[2].body.empty());
+    EXPECT_FALSE(reader.pending());
+  }
+  // A length past the bound (a corrupt or hostile stream) is refused, not allocated.
+  std::string huge = encode_frame(kFrameResult, "");
+  const std::uint64_t len = kMaxFrameBytes + 1;
+  std::memcpy(huge.data() + 1, &len, sizeof len);
+  FrameReader reader;
+  reader.feed(huge.data(), huge.size());
+  EXPECT_THROW(reader.next(), std::runtime_error);
 }
 
 TEST(PointRunsTest, BadPointFailsBeforeAnythingRuns) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "model/errors.h"
 #include "sim/scenario.h"
@@ -175,6 +176,45 @@ TEST(Workload, TimesPastTheBoundAreRefusedWhereTheyAreRead) {
   s.interval = model::kMaxTime;  // the third arrival would be at 2 x the bound
   s.prompt.value = 1;
   EXPECT_THROW(synthesize(s), std::invalid_argument);
+}
+
+TEST(Workload, LinesTokensAndFilesHaveStatedBounds) {
+  const auto rule_of = [](const std::string& text, TraceFormat format) -> std::string {
+    std::istringstream in(text);
+    TraceOptions o;
+    o.format = format;
+    try {
+      parse_trace(in, "t", o);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  // A line longer than 1 MiB is refused as it is read, not after it has been buffered whole.
+  EXPECT_EQ(
+      rule_of("0,10\n" + std::string(kMaxTraceLineBytes + 1, '1') + "\n", TraceFormat::kKvsim),
+      "t:2: is longer than the bound of 1 MiB");
+  EXPECT_EQ(rule_of("0," + std::to_string(kMaxTraceTokens) + "\n", TraceFormat::kKvsim),
+            "accepted");
+  EXPECT_NE(rule_of("0," + std::to_string(kMaxTraceTokens + 1) + "\n", TraceFormat::kKvsim)
+                .find("0 < tokens <= 2^24"),
+            std::string::npos);
+  EXPECT_EQ(rule_of("{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 16777217}\n",
+                    TraceFormat::kMooncake),
+            "t:1: output_length: is above the bound of 2^24 tokens");
+  EXPECT_NE(rule_of("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,16777217,3\n",
+                    TraceFormat::kAzure)
+                .find("0 < ContextTokens <= 2^24"),
+            std::string::npos);
+  // Only regular files are traces: a device or a folder would block or make no sense.
+  for (const std::string& path : {std::string("/dev/zero"), ::testing::TempDir()}) {
+    try {
+      read_trace(path);
+      FAIL() << path;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), path + ": is not a regular file");
+    }
+  }
 }
 
 TEST(Workload, ScenarioKeysReachTheLoaderAndBadOnesNameTheKey) {

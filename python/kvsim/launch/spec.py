@@ -2,6 +2,7 @@
 command line or a launch file. Every error names the option or the file, line and key."""
 import dataclasses
 import ipaddress
+import math
 import os
 import shlex
 from typing import Dict, List, Optional
@@ -153,8 +154,8 @@ class _Node:
             value = float(self.scalar())
         except ValueError:
             self.fail(f"{self.scalar()!r} is not a number")
-        if value < low:
-            self.fail(f"{value} must be >= {low}")
+        if not math.isfinite(value) or value < low:
+            self.fail(f"{value} must be a finite number >= {low}")
         return value
 
     def boolean(self):
@@ -240,7 +241,8 @@ def load_file(path, devices_per_node):
         if name in names:
             fields["name"].fail(f"process name {name!r} is used twice")
         names.add(name)
-        node = fields["node"].integer(0) if "node" in fields else i
+        # Presets hold at most 254 nodes (model/preset.cpp).
+        node = fields["node"].integer(0, 253) if "node" in fields else i
         if spec.nodes is not None and node >= spec.nodes:
             fields["node"].fail(f"node {node} is not one of the {spec.nodes} nodes listed")
         env = {k: v.text() for k, v in fields["env"].mapping(_AnyKey()).items()} \

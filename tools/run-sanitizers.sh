@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds kvsim under sanitizers and runs its tests and fuzzers there; fails on any report.
+#
+#   tools/run-sanitizers.sh            the CI pass: AddressSanitizer + UndefinedBehaviorSanitizer
+#                                      (clang, -fno-sanitize-recover=all) over the unit, impl,
+#                                      properties, scenarios and serving tiers, and every fuzz
+#                                      target from its corpus for FUZZ_RUNS runs (default 20000)
+#                                      or FUZZ_SECONDS (default 20), whichever ends first
+#   tools/run-sanitizers.sh full       every tier under ASan+UBSan, Python and C++ front ends and
+#                                      mutants included (the Python module runs with the
+#                                      sanitizer runtime preloaded)
+#   tools/run-sanitizers.sh fuzz SECS  every fuzz target for SECS seconds each (the long run)
+#
+# Why clang: the one sanitized tree also builds the libFuzzer targets (fuzz/), so CI builds once.
+# SystemC's coroutines: Debian's libsystemc 2.3.4 annotates its QuickThreads stack switches for
+# ASan (weak __sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber), so ASan follows
+# simulated processes from one stack to another, except that a switch back to the main coroutine
+# names no stack and the switch away from an ended process is not announced;
+# tools/sanitizers/systemc_fibers.c, preloaded, closes both gaps (without it, ASan gives false
+# stack reports after the first simulation). The runtime is the shared one
+# (-shared-libasan), so that a Python interpreter can preload it and every program the tests
+# start uses the same one; the shim comes before it (verify_asan_link_order=0).
+# Idempotent; the tree is build-san/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-ci}"
+./tools/install-deps.sh
+export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
+
+rt_dir="$(dirname "$(clang -print-file-name=libclang_rt.asan-x86_64.so)")"
+san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+link="-fsanitize=address,undefined -shared-libasan -Wl,-rpath,${rt_dir}"
+# Leaks are reported (LeakSanitizer) except in Python runs, where the interpreter's own
+# allocations at exit are not ours. Third-party suppressions, each with its reason, are in
+# tools/sanitizers/.
+mkdir -p build-san
+shim="$(pwd)/build-san/libkvsim_systemc_fibers.so"
+cc -shared -fPIC -O1 -o "$shim" tools/sanitizers/systemc_fibers.c -ldl -lpthread
+export ASAN_OPTIONS="verify_asan_link_order=0:abort_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1:suppressions=$(pwd)/tools/sanitizers/asan.supp"
+export LSAN_OPTIONS="suppressions=$(pwd)/tools/sanitizers/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$(pwd)/tools/sanitizers/ubsan.supp"
+
+CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS="$san -fsanitize=fuzzer-no-link" -DCMAKE_C_FLAGS="$san" \
+  -DCMAKE_EXE_LINKER_FLAGS="$link" -DCMAKE_SHARED_LINKER_FLAGS="$link" \
+  -DCMAKE_MODULE_LINKER_FLAGS="$link" -DKVSIM_FUZZ=ON -DKVSIM_BUILD_BENCH=OFF >/dev/null
+
+fuzz_targets=(scenario preset model trace rank_table options units child_stream)
+fuzz_bins=("${fuzz_targets[@]/#/fuzz_}")
+
+run_fuzzers() {  # libFuzzer's bounds: -runs=N, -max_total_time=S
+  local summary=()
+  for t in "${fuzz_targets[@]}"; do
+    local work="build-san/fuzz/work/$t" inputs=("fuzz/corpus/$t")
+    mkdir -p "$work"
+    [ -d "fuzz/regressions/$t" ] && inputs+=("fuzz/regressions/$t")
+    case "$t" in
+      scenario) inputs+=(scenarios/library scenarios/serving scenarios/validation) ;;
+      preset) inputs+=(scenarios/presets) ;;
+    esac
+    local log="build-san/fuzz/$t.log"
+    if ! LD_PRELOAD="$shim" "build-san/fuzz/fuzz_$t" "$@" -max_len=4096 -timeout=20 -rss_limit_mb=2048 \
+        -dict=fuzz/kvsim.dict -artifact_prefix="build-san/fuzz/crash-$t-" \
+        "$work" "${inputs[@]}" >"$log" 2>&1; then
+      tail -40 "$log"
+      echo "kvsim: fuzz target $t found a failing input (saved as build-san/fuzz/crash-$t-*);" \
+        "add it to fuzz/regressions/$t/ once fixed" >&2
+      exit 1
+    fi
+    summary+=("$t: $(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1)")
+  done
+  printf 'kvsim: fuzz %s\n' "${summary[@]}"
+}
+
+case "$mode" in
+  ci)
+    cmake --build build-san -j2 --target kvsim model_tests impl_tests platform_tests impl_world_tests \
+      property_tests scenario_tests serving_tests "${fuzz_bins[@]}"
+    LD_PRELOAD="$shim" ctest --test-dir build-san -j2 --output-on-failure \
+      -L 'unit|impl|properties|scenarios|serving' -LE 'mutants|fuzz|cpp|python'
+    run_fuzzers "-runs=${FUZZ_RUNS:-20000}" "-max_total_time=${FUZZ_SECONDS:-20}"
+    ;;
+  full)
+    cmake --build build-san -j2
+    LD_PRELOAD="$shim" ctest --test-dir build-san -j2 --output-on-failure -LE 'python|fuzz'
+    ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
+      LD_PRELOAD="$shim:$rt_dir/libclang_rt.asan-x86_64.so" \
+      ctest --test-dir build-san -j2 --output-on-failure -L python
+    run_fuzzers "-runs=${FUZZ_RUNS:-20000}" "-max_total_time=${FUZZ_SECONDS:-20}"
+    ;;
+  fuzz)
+    cmake --build build-san -j2 --target "${fuzz_bins[@]}"
+    run_fuzzers "-max_total_time=${2:-600}"
+    ;;
+  *)
+    echo "usage: tools/run-sanitizers.sh [ci|full|fuzz SECONDS]" >&2
+    exit 2
+    ;;
+esac
+echo "kvsim: sanitizers: no report ($mode)"
