@@ -209,11 +209,13 @@ std::vector<std::string> available_presets() {
 std::string find_preset(const std::string& name_or_path) {
   if (name_or_path.find('/') != std::string::npos ||
       fs::path(name_or_path).extension() == ".yaml") {
-    if (fs::is_regular_file(name_or_path)) return name_or_path;
+    std::error_code ec;  // a name the OS cannot look up (too long, say) is simply not found
+    if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
   } else {
     for (const auto& dir : preset_search_path()) {
       const fs::path p = fs::path(dir) / (name_or_path + ".yaml");
-      if (fs::is_regular_file(p)) return p.string();
+      std::error_code ec;
+      if (fs::is_regular_file(p, ec)) return p.string();
     }
   }
   std::string names;

@@ -6,9 +6,11 @@
 #                                      properties, scenarios and serving tiers, and every fuzz
 #                                      target from its corpus for FUZZ_RUNS runs (default 20000)
 #                                      or FUZZ_SECONDS (default 20), whichever ends first
-#   tools/run-sanitizers.sh full       every tier under ASan+UBSan, Python and C++ front ends and
-#                                      mutants included (the Python module runs with the
-#                                      sanitizer runtime preloaded)
+#   tools/run-sanitizers.sh full       every C++ tier under ASan+UBSan: the CI pass plus the C++
+#                                      front end, launched programs, cross-validation and mutants
+#                                      (open: cpp_launch_programs fails, see the README)
+#   tools/run-sanitizers.sh python     the Python tier with the sanitizer runtime preloaded (open:
+#                                      it crashes as soon as a simulated job runs Python code)
 #   tools/run-sanitizers.sh fuzz SECS  every fuzz target for SECS seconds each (the long run)
 #
 # Why clang: the one sanitized tree also builds the libFuzzer targets (fuzz/), so CI builds once.
@@ -84,17 +86,20 @@ case "$mode" in
   full)
     cmake --build build-san -j2
     LD_PRELOAD="$shim" ctest --test-dir build-san -j2 --output-on-failure -LE 'python|fuzz'
+    run_fuzzers "-runs=${FUZZ_RUNS:-20000}" "-max_total_time=${FUZZ_SECONDS:-20}"
+    ;;
+  python)
+    cmake --build build-san -j2
     ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
       LD_PRELOAD="$shim:$rt_dir/libclang_rt.asan-x86_64.so" \
       ctest --test-dir build-san -j2 --output-on-failure -L python
-    run_fuzzers "-runs=${FUZZ_RUNS:-20000}" "-max_total_time=${FUZZ_SECONDS:-20}"
     ;;
   fuzz)
     cmake --build build-san -j2 --target "${fuzz_bins[@]}"
     run_fuzzers "-max_total_time=${2:-600}"
     ;;
   *)
-    echo "usage: tools/run-sanitizers.sh [ci|full|fuzz SECONDS]" >&2
+    echo "usage: tools/run-sanitizers.sh [ci|full|python|fuzz SECONDS]" >&2
     exit 2
     ;;
 esac
