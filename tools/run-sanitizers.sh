@@ -11,7 +11,8 @@
 #                                      (open: cpp_launch_programs fails, see the README)
 #   tools/run-sanitizers.sh python     the Python tier with the sanitizer runtime preloaded (open:
 #                                      it crashes as soon as a simulated job runs Python code)
-#   tools/run-sanitizers.sh fuzz SECS  every fuzz target for SECS seconds each (the long run)
+#   tools/run-sanitizers.sh fuzz SECS  every fuzz target for SECS seconds each, or FUZZ_RUNS runs
+#                                      if that ends first (the long run)
 #
 # Why clang: the one sanitized tree also builds the libFuzzer targets (fuzz/), so CI builds once.
 # SystemC's coroutines: Debian's libsystemc 2.3.4 annotates its QuickThreads stack switches for
@@ -96,7 +97,7 @@ case "$mode" in
     ;;
   fuzz)
     cmake --build build-san -j2 --target "${fuzz_bins[@]}"
-    run_fuzzers "-max_total_time=${2:-600}"
+    run_fuzzers "-max_total_time=${2:-600}" ${FUZZ_RUNS:+"-runs=$FUZZ_RUNS"}
     ;;
   *)
     echo "usage: tools/run-sanitizers.sh [ci|full|python|fuzz SECONDS]" >&2
