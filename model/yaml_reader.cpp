@@ -1,7 +1,6 @@
 #include "model/yaml_reader.h"
 
 #include <exception>
-#include <optional>
 
 namespace kvsim::model {
 
@@ -115,44 +114,34 @@ namespace {
 
 // Walks the document as readers will, aliases expanded, and gives up past the bounds: a few
 // hundred bytes of nested aliases (a "billion laughs") would otherwise expand to gigabytes in
-// whatever reads them first. Returns false at the first bound passed. Every mapping key must be
-// a plain scalar (every schema's keys are names): the first other one is left in `bad_key`.
-bool within_bounds(const YAML::Node& node, int depth, std::size_t& visits,
-                   std::optional<YAML::Mark>& bad_key) {
-  if (++visits > kMaxYamlNodes || depth > kMaxYamlDepth) return false;
-  if (node.IsMap()) {
-    for (const auto& kv : node) {
-      if (!kv.first.IsScalar()) {
-        bad_key = kv.first.Mark();
-        return true;
-      }
-      if (!within_bounds(kv.first, depth + 1, visits, bad_key)) return false;
-      if (!within_bounds(kv.second, depth + 1, visits, bad_key)) return false;
-      if (bad_key) return true;
-    }
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) {
-      if (!within_bounds(item, depth + 1, visits, bad_key)) return false;
-      if (bad_key) return true;
-    }
-  }
-  return true;
-}
-
-YAML::Node checked(YAML::Node root, const std::string& origin) {
-  std::size_t visits = 0;
-  std::optional<YAML::Mark> bad_key;
-  if (!within_bounds(root, 0, visits, bad_key)) {
+// whatever reads them first. Every mapping key must be a plain scalar (every schema's keys are
+// names). Throws ModelError(kFormat) at the first bound passed or other key.
+void check_bounds(const YAML::Node& node, int depth, std::size_t& visits,
+                  const std::string& origin) {
+  if (++visits > kMaxYamlNodes || depth > kMaxYamlDepth) {
     throw ModelError(ErrorKind::kFormat,
                      origin + ": expands to more than " + std::to_string(kMaxYamlNodes) +
                          " nodes or nests deeper than " + std::to_string(kMaxYamlDepth) +
                          " levels (aliases count as often as they are used)");
   }
-  if (bad_key) {
-    throw ModelError(ErrorKind::kFormat,
-                     origin + ":" + std::to_string(bad_key->line + 1) +
-                         ": a key must be a plain name, not a mapping, a list or null");
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) {
+        throw ModelError(ErrorKind::kFormat,
+                         origin + ":" + std::to_string(kv.first.Mark().line + 1) +
+                             ": a key must be a plain name, not a mapping, a list or null");
+      }
+      check_bounds(kv.first, depth + 1, visits, origin);
+      check_bounds(kv.second, depth + 1, visits, origin);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) check_bounds(item, depth + 1, visits, origin);
   }
+}
+
+YAML::Node checked(YAML::Node root, const std::string& origin) {
+  std::size_t visits = 0;
+  check_bounds(root, 0, visits, origin);
   return root;
 }
 

@@ -15,14 +15,9 @@
 #                                      if that ends first (the long run)
 #
 # Why clang: the one sanitized tree also builds the libFuzzer targets (fuzz/), so CI builds once.
-# SystemC's coroutines: Debian's libsystemc 2.3.4 annotates its QuickThreads stack switches for
-# ASan (weak __sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber), so ASan follows
-# simulated processes from one stack to another, except that a switch back to the main coroutine
-# names no stack and the switch away from an ended process is not announced;
-# tools/sanitizers/systemc_fibers.c, preloaded, closes both gaps (without it, ASan gives false
-# stack reports after the first simulation). The runtime is the shared one
-# (-shared-libasan), so that a Python interpreter can preload it and every program the tests
-# start uses the same one; the shim comes before it (verify_asan_link_order=0).
+# Every run preloads tools/sanitizers/systemc_fibers.c (why: its header) before the shared ASan
+# runtime (-shared-libasan, so that a Python interpreter can preload it too; hence
+# verify_asan_link_order=0).
 # Idempotent; the tree is build-san/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,19 +44,16 @@ CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_EXE_LINKER_FLAGS="$link" -DCMAKE_SHARED_LINKER_FLAGS="$link" \
   -DCMAKE_MODULE_LINKER_FLAGS="$link" -DKVSIM_FUZZ=ON -DKVSIM_BUILD_BENCH=OFF >/dev/null
 
-fuzz_targets=(scenario preset model trace rank_table options units child_stream)
+# fuzz/CMakeLists.txt writes the targets and each one's seed folders.
+mapfile -t fuzz_targets <build-san/fuzz/targets
 fuzz_bins=("${fuzz_targets[@]/#/fuzz_}")
 
 run_fuzzers() {  # libFuzzer's bounds: -runs=N, -max_total_time=S
   local summary=()
   for t in "${fuzz_targets[@]}"; do
-    local work="build-san/fuzz/work/$t" inputs=("fuzz/corpus/$t")
+    local work="build-san/fuzz/work/$t" inputs
     mkdir -p "$work"
-    [ -d "fuzz/regressions/$t" ] && inputs+=("fuzz/regressions/$t")
-    case "$t" in
-      scenario) inputs+=(scenarios/library scenarios/serving scenarios/validation) ;;
-      preset) inputs+=(scenarios/presets) ;;
-    esac
+    mapfile -t inputs <"build-san/fuzz/$t.inputs"
     local log="build-san/fuzz/$t.log"
     if ! LD_PRELOAD="$shim" "build-san/fuzz/fuzz_$t" "$@" -max_len=4096 -timeout=20 -rss_limit_mb=2048 \
         -dict=fuzz/kvsim.dict -artifact_prefix="build-san/fuzz/crash-$t-" \

@@ -86,8 +86,8 @@ std::uint64_t bounded_tokens(const nlohmann::json& v, const std::string& where) 
   return n;
 }
 
-// The next line of a trace, at most kMaxTraceLineBytes long; false at the end. Counts requests
-// against kMaxTraceLines.
+// The next line of a trace (`n` counts lines), at most kMaxTraceLineBytes long; false at the
+// end. Past kMaxTraceLines lines the trace is refused.
 bool next_line(std::istream& in, std::string& line, const std::string& origin, int& n) {
   if (n >= kMaxTraceLines) bad(origin, "has more than 10^7 lines");
   line.clear();
@@ -278,9 +278,8 @@ std::vector<WorkloadRequest> read_trace(const std::string& path, const TraceOpti
   return parse_trace(in, path, o);
 }
 
-std::vector<WorkloadRequest> parse_trace(std::istream& in, const std::string& origin,
+std::vector<WorkloadRequest> parse_trace(std::istream& in, const std::string& path,
                                          const TraceOptions& o) {
-  const std::string& path = origin;
   if (!(o.rate_scale > 0) || !std::isfinite(o.rate_scale)) {
     bad(path, "rate_scale must be finite and > 0");
   }
