@@ -126,6 +126,14 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
       duration = std::max(duration, from_ms(static_cast<std::uint64_t>(timeout_ms)));
       continue;
     }
+    // The handshake goes over the hosts' network, but the link itself is a connection between
+    // the two devices' NICs (HCCL over RoCE; hixl link_msg_handler.cc LinkCluster): with a link
+    // of that path down the connection cannot be made, and the call waits its timeout ([I]).
+    if (!platform.path_up(core.device(), peer->device())) {
+      codes[i] = LLMStatusCode::LLM_LINK_FAILED;
+      duration = std::max(duration, from_ms(static_cast<std::uint64_t>(timeout_ms)));
+      continue;
+    }
     duration = std::max(duration, 2 * platform.round_trip(core.device(), peer->device()));
     if (peer->cluster_id() != remote || peer.get() == &core || peer->hixl() != core.hixl()) {
       codes[i] = LLMStatusCode::LLM_LINK_FAILED;
@@ -134,6 +142,7 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
     }
   }
   platform.sleep(duration);
+  bool broken = false;
   for (std::size_t i = 0; i < clusters.size(); ++i) {
     if (!peers[i]) continue;
     DataDistCore& peer = *peers[i];
@@ -145,6 +154,11 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
       codes[i] = LLMStatusCode::LLM_LINK_FAILED;
       continue;
     }
+    if (!platform.path_up(core.device(), peer.device())) {  // the path went down meanwhile
+      codes[i] = LLMStatusCode::LLM_LINK_FAILED;
+      broken = true;
+      continue;
+    }
     core.links()[peer.cluster_id()] = make_link(core, peer);
     // The comm backend makes the server's entity too, replacing one the client no longer has
     // (exchange_info.force_link). The hixl backend's links are the client's alone
@@ -154,6 +168,9 @@ LinkResult link_clusters(DataDistCore& core, const std::vector<LLMClusterInfo>& 
       peer.links()[core.cluster_id()] = make_link(peer, core);
     }
   }
+  // A connection that broke is waited for until the timeout, as one that never came.
+  const Time timeout = from_ms(static_cast<std::uint64_t>(timeout_ms));
+  if (broken && timeout > duration) platform.sleep(timeout - duration);
   return {overall(codes), codes};
 }
 

@@ -54,6 +54,7 @@ class ForwardingPlatform : public Platform {
   std::string host_ip(int node) const override { return inner_.host_ip(node); }
   int node_by_host_ip(const std::string& ip) const override { return inner_.node_by_host_ip(ip); }
   Time round_trip(int a, int b) const override { return inner_.round_trip(a, b); }
+  bool path_up(int a, int b) const override { return inner_.path_up(a, b); }
 
  protected:
   Platform& inner_;

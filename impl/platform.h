@@ -138,6 +138,8 @@ class Platform {
   virtual int node_by_host_ip(const std::string& ip) const = 0;
   /// Time of one small message there and back between two devices (link handshakes).
   virtual Time round_trip(int device_a, int device_b) const = 0;
+  /// True if every link between the two devices' NICs is up now (a link setup needs it).
+  virtual bool path_up(int device_a, int device_b) const = 0;
 };
 
 }  // namespace kvsim::impl

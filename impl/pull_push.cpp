@@ -103,7 +103,17 @@ RemoteSource find_source(DataDistCore& core, Link& link, const PullBlocksKey& ke
     return src;
   }
   const std::shared_ptr<DataDistCore> peer = peer_of(core, link);
-  if (!peer) not_exist(argument, "the remote cluster");
+  if (!peer) {
+    // The key is resolved by asking the peer; a peer that died holding the link does not
+    // answer, which fails like the copy would, not as a missing cache.
+    std::string lost;
+    if (const LLMStatusCode gone = check_peer_alive(core, link, lost);
+        gone != LLMStatusCode::LLM_SUCCESS) {
+      throw LLMException(gone, argument,
+                         "failed, error code is " + std::string(to_string(gone)) + ": " + lost);
+    }
+    not_exist(argument, "the remote cluster");
+  }
   const CacheEntry* e = nullptr;
   if (const auto* by_key = std::get_if<CacheKey>(&key)) {
     const auto found = peer->caches().find_key(*by_key);

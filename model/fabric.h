@@ -98,6 +98,9 @@ class Fabric : public sc_core::sc_module {
   /// Attaches an observer (nullptr detaches); the Fabric does not own it.
   void set_observer(FabricObserver* observer) { observer_ = observer; }
 
+  /// Batches posted and not yet reported and released (0 when the fabric is quiet).
+  std::size_t open_batches() const { return batches_.size(); }
+
   /// Counters for benchmarks and reports.
   struct Stats {
     std::uint64_t batches_posted = 0;

@@ -267,6 +267,7 @@ void SystemcPlatform::spawn_job(int process, const std::string& name, std::funct
         } catch (...) {
           job_failures_.push_back(unique + ": unknown exception");
         }
+        ++finished_;
         wake_driver();
       },
       unique.c_str(), &opts);
@@ -388,6 +389,15 @@ Time SystemcPlatform::round_trip(int device_a, int device_b) const {
   const model::Topology& t = fabric_.topology();
   const model::Route r = t.route(t.device_memory(device_a), t.device_memory(device_b), device_a, 0);
   return 2 * r.latency;
+}
+
+bool SystemcPlatform::path_up(int device_a, int device_b) const {
+  const model::Topology& t = fabric_.topology();
+  const model::Route r = t.route(t.device_memory(device_a), t.device_memory(device_b), device_a, 0);
+  for (const std::uint32_t link : r.links) {
+    if (!fabric_.link_up(link)) return false;
+  }
+  return true;
 }
 
 bool SystemcPlatform::drive_until(const std::function<bool()>& done, Time timeout) {

@@ -55,6 +55,7 @@ class SystemcPlatform final : public impl::Platform {
   std::string host_ip(int node) const override;
   int node_by_host_ip(const std::string& ip) const override;
   impl::Time round_trip(int device_a, int device_b) const override;
+  bool path_up(int device_a, int device_b) const override;
 
   /// Adds a host process; returns its id (1, 2, ...). std::invalid_argument for a node the world
   /// lacks or a visible device that is not on that node.
@@ -108,6 +109,8 @@ class SystemcPlatform final : public impl::Platform {
 
   /// Messages of exceptions that escaped a job (impl must catch its own; tests assert none).
   const std::vector<std::string>& job_failures() const { return job_failures_; }
+  /// Jobs started and not yet returned (blocked or runnable).
+  std::uint64_t live_jobs() const { return spawned_ - finished_; }
 
  private:
   void start_kernel();
@@ -118,6 +121,7 @@ class SystemcPlatform final : public impl::Platform {
   std::vector<int> next_engine_;
   int driver_waiting_ = 0;
   std::uint64_t spawned_ = 0;
+  std::uint64_t finished_ = 0;
   std::vector<std::string> job_failures_;
   JobSwitchHooks hooks_;
   std::vector<HostProcess> processes_;  ///< processes_[id - 1]

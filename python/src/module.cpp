@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -28,6 +29,7 @@
 #include "python/src/py_results.h"
 #include "python/src/py_world.h"
 #include "sim/scenario.h"
+#include "sim/world_inventory.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -1074,6 +1076,72 @@ void bind_world(py::module_& m) {
       .def_property_readonly(
           "job_failures",
           [](std::shared_ptr<WorldBox> b) { return live(b).platform().job_failures(); })
+      .def_property_readonly("links",
+                             [](std::shared_ptr<WorldBox> b) {
+                               std::vector<std::string> names;
+                               for (const model::Link& l : live(b).fabric().topology().links()) {
+                                 names.push_back(l.name);
+                               }
+                               return names;
+                             })
+      .def(
+          "schedule_link_event",
+          [](std::shared_ptr<WorldBox> b, const std::string& link, double at,
+             const std::string& kind, double factor) {
+            sim::World& w = live(b);
+            model::LinkEvent ev;
+            if (kind == "down") {
+              ev.kind = model::LinkEvent::Kind::kDown;
+            } else if (kind == "up") {
+              ev.kind = model::LinkEvent::Kind::kUp;
+            } else if (kind == "degrade") {
+              ev.kind = model::LinkEvent::Kind::kDegrade;
+              if (!(factor > 0 && factor <= 1)) {
+                throw impl::ValueError("factor", "must be in (0, 1] for a degraded link");
+              }
+              ev.factor = factor;
+            } else {
+              throw impl::ValueError("kind",
+                                     "must be 'down', 'up' or 'degrade', not '" + kind + "'");
+            }
+            const impl::Time when = seconds_to_time(at, "at");
+            if (when < w.platform().now()) {
+              throw impl::ValueError("at", "must not be before the world's current time");
+            }
+            const auto& links = w.fabric().topology().links();
+            if (std::none_of(links.begin(), links.end(),
+                             [&](const model::Link& l) { return l.name == link; })) {
+              throw impl::ValueError("link", "no link named '" + link + "' (see World.links)");
+            }
+            w.fabric().schedule_link_event(link, when, ev);
+          },
+          "link"_a, "at"_a, "kind"_a, "factor"_a = 1.0,
+          "Schedules a link going down, up or degraded (to `factor` of its bandwidth) at "
+          "simulated time `at` seconds.")
+      .def(
+          "inventory",
+          [](std::shared_ptr<WorldBox> b) {
+            const sim::WorldInventory inv = sim::take_inventory(live(b));
+            py::dict engines;
+            for (const auto& [cluster, e] : inv.engines) {
+              py::dict d;
+              d["caches"] = e.caches;
+              d["registered_bytes"] = e.registered_bytes;
+              d["links"] = e.links;
+              d["comm_domains"] = e.comm_domains;
+              d["tasks_in_flight"] = e.tasks_in_flight;
+              d["pool_bytes_used"] = e.pool_bytes_used;
+              engines[py::int_(cluster)] = d;
+            }
+            py::dict out;
+            out["memory_bytes"] = inv.memory_bytes;
+            out["engines"] = engines;
+            out["live_jobs"] = inv.live_jobs;
+            out["blocked_jobs"] = inv.blocked_jobs;
+            out["open_batches"] = inv.open_batches;
+            return out;
+          },
+          "What the world holds now: memory in use, engines' caches, links and tasks, jobs.")
       .def("run_until_idle", [](std::shared_ptr<WorldBox> b) {
         sim::World& w = live(b);
         if (w.platform().on_job()) {

@@ -240,3 +240,24 @@ def test_a_bad_launch_file_names_file_line_and_key(tmp_path):
     done = launch("-f", str(path))
     assert done.returncode == 2
     assert f"{path}:4: processes[0].comand: unknown key" in done.stderr
+
+
+def test_memory_is_freed_after_another_program_ended(tmp_path):
+    """weakref.finalize's exit hook, first registered by a hosted program, stays the
+    interpreter's: a program that ends must not switch off the finalizers that free the others'
+    NPU tensors."""
+    first = program(tmp_path, "first.py", """
+        import weakref
+        weakref.finalize(type("X", (), {})(), print, "first finalizer")
+    """)
+    second = program(tmp_path, "second.py", """
+        import time, torch, kvsim
+        time.sleep(1)
+        t = torch.zeros(1 << 20, dtype=torch.int8).npu()
+        held = kvsim.current_world().inventory()["memory_bytes"][8]
+        del t
+        print("held", held, "after", kvsim.current_world().inventory()["memory_bytes"][8])
+    """)
+    done = launch("--", "python3", first, ":::", "python3", second)
+    assert done.returncode == 0, done.stderr
+    assert "[p1] held 1048576 after 0" in done.stdout

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import kvsim
-from llm_datadist import LLMConfig, LLMDataDist, LLMException, LLMRole, Placement
+from llm_datadist import (CacheDesc, CacheKeyByIdAndIndex, DataType, LLMConfig, LLMDataDist,
+                          LLMException, LLMRole, LLMStatusCode, Placement)
 
-from conftest import make_dist
+from conftest import alloc_filled, make_dist
 
 
 def test_presets_give_devices_their_ips(world):
@@ -64,3 +65,38 @@ def test_default_world_comes_from_kvsim_preset():
     out = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "atlas-a3"
+
+
+def test_link_faults_from_python_reach_the_api_as_the_library_reports_them(pair):
+    """A script can fail a link of its world (World.schedule_link_event): the pull meets the
+    status of the fault matrix (LLM_SUSPECT_REMOTE_ERROR as LLMException), the world reports its
+    state (World.inventory), and once the link is back the same pull works."""
+    world = kvsim.current_world()
+    desc = CacheDesc(2, [1, 4096], DataType.DT_INT8, Placement.DEVICE)
+    src = pair.d.cache_manager.register_cache(desc, alloc_filled(8, desc))
+    dst = pair.p.cache_manager.register_cache(desc, alloc_filled(0, desc))
+    assert "roce n0d0" in world.links
+    before = world.inventory()
+    assert before["engines"][1]["links"] == ["2"] and before["open_batches"] == 0
+    world.schedule_link_event("roce n0d0", kvsim.now(), "down")
+    with pytest.raises(LLMException) as e:
+        pair.p.cache_manager.pull_cache(CacheKeyByIdAndIndex(2, src.cache_id, 0), dst)
+    assert e.value.status_code == LLMStatusCode.LLM_SUSPECT_REMOTE_ERROR
+    after = world.inventory()
+    assert after["engines"] == before["engines"] and after["memory_bytes"] == before["memory_bytes"]
+    world.schedule_link_event("roce n0d0", kvsim.now(), "up")
+    pair.p.cache_manager.pull_cache(CacheKeyByIdAndIndex(2, src.cache_id, 0), dst)
+    assert kvsim.read(dst.tensor_addrs[1], 4096) == kvsim.read(src.tensor_addrs[1], 4096)
+
+
+@pytest.mark.parametrize("args, argument, rule", [
+    (("roce n9d9", 0.0, "down"), "link", "no link named 'roce n9d9'"),
+    (("roce n0d0", 0.0, "flap"), "kind", "must be 'down', 'up' or 'degrade'"),
+    (("roce n0d0", 0.0, "degrade", 0.0), "factor", "must be in (0, 1]"),
+    (("roce n0d0", float("nan"), "down"), "at", "finite number of seconds"),
+])
+def test_bad_link_events_name_the_argument_and_change_nothing(world, args, argument, rule):
+    with pytest.raises(ValueError) as e:
+        world.schedule_link_event(*args)
+    assert argument in str(e.value) and rule in str(e.value)
+    assert world.inventory()["open_batches"] == 0

@@ -32,6 +32,7 @@ class _State:
         self.current = 0
         self.streams = {}       # logical device -> current Stream
         self.allocated = {}     # world device -> bytes held by live buffers of this process
+        self.live = {}          # address -> the finalizer that frees it
 
 
 def _state():
@@ -346,9 +347,10 @@ class DeviceBuffer:
                 f"device=npu:{self.device}, world_device={self.world_device})")
 
 
-def _release(world, addr, allocated, world_dev, nbytes):
+def _release(world, addr, state, world_dev, nbytes):
     # A replaced world's addresses may be reused by the new one: free only in the live world.
-    allocated[world_dev] = allocated.get(world_dev, 0) - nbytes
+    state.allocated[world_dev] = state.allocated.get(world_dev, 0) - nbytes
+    state.live.pop(addr, None)
     if world.alive:
         try:
             kvsim.free(addr)
@@ -365,11 +367,21 @@ def alloc(nbytes, device=None):
         return DeviceBuffer(0, 0, index, world_dev, world)  # torch gives empty tensors no storage
     addr = kvsim.alloc(world_dev, nbytes)
     buf = DeviceBuffer(addr, nbytes, index, world_dev, world)
-    allocated = _state().allocated
-    allocated[world_dev] = allocated.get(world_dev, 0) + nbytes
-    fin = weakref.finalize(buf, _release, world, addr, allocated, world_dev, nbytes)
+    state = _state()
+    state.allocated[world_dev] = state.allocated.get(world_dev, 0) + nbytes
+    fin = weakref.finalize(buf, _release, world, addr, state, world_dev, nbytes)
     fin.atexit = False  # the world goes away with the interpreter
+    state.live[addr] = fin
     return buf
+
+
+def release_process_memory(process_state):
+    """Frees the device memory an ended process still held (a traceback's frames, module
+    globals), as the driver frees a dead process's memory. Its tensors become unusable."""
+    state = process_state.get(_STATE_KEY)
+    if state is not None:
+        for fin in list(state.live.values()):
+            fin()
 
 
 def memory_allocated(device=None):

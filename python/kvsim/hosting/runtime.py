@@ -21,9 +21,10 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 
 from kvsim import _core
-from kvsim.hosting import context
+from kvsim.hosting import context, npu
 
 # Originals of everything patched, so that the launcher itself keeps the real ones.
 _real = {
@@ -282,7 +283,10 @@ class Runtime:
         signal.signal = signal_handler
 
         def register(fn, *args, **kwargs):
-            if rt.active is None:
+            # weakref.finalize registers its interpreter-wide exit hook once, from whichever
+            # code makes the first finalizer: run at a hosted program's exit, it would switch
+            # off every finalizer of the interpreter (and leak their simulated memory).
+            if rt.active is None or fn == weakref.finalize._exitfunc:
                 return _real["atexit_register"](fn, *args, **kwargs)
             rt.active.atexit.append((fn, args, kwargs))
             return fn
@@ -396,6 +400,8 @@ class Runtime:
             self.world.finalize_process(proc.sim_id)
         except Exception:  # noqa: B902 - as the library's shutdown handler, which only logs
             traceback.print_exc()
+        if proc.context is not None:
+            npu.release_process_memory(proc.context.state)
         proc.ended_ps = _core.now_ps()
         proc.stdout.close()
         proc.stderr.close()

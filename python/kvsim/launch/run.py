@@ -19,7 +19,7 @@ import signal
 import sys
 import tempfile
 
-from kvsim.launch import netns
+from kvsim.launch import faults, netns
 from kvsim.launch.spec import LaunchError, LaunchSpec, check_ipv4, consecutive, from_commands, \
     load_file, split_commands
 
@@ -115,6 +115,14 @@ def parse_args(argv):
     parser.add_argument("--wall-clock", action="store_true",
                         help="programs' clocks read the host's real time (sleeps stay simulated)")
     parser.add_argument("--output-dir", help="also write each process's output to DIR/NAME.out/.err")
+    parser.add_argument("--faults", metavar="SEEDS",
+                        help="inject link faults drawn from each seed (7, 1-20 or 1,4,9) and "
+                             "report what the programs did not handle; several seeds run as a "
+                             "campaign, one launch per seed")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                        help="launches of a fault campaign run at once (default: the CPUs)")
+    parser.add_argument("--fault-report", metavar="FILE",
+                        help="write this launch's faults and findings as JSON (campaigns use it)")
     parser.add_argument("commands", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     words = args.commands[1:] if args.commands[:1] == ["--"] else args.commands
@@ -151,6 +159,10 @@ def build_spec(args, words):
         spec.wall_clock = True
     if args.output_dir:
         spec.output_dir = args.output_dir
+    if args.jobs < 1:
+        raise LaunchError(f"--jobs {args.jobs}: must be at least 1")
+    if args.fault_report and not args.faults:
+        raise LaunchError("--fault-report needs --faults")
     if args.hosts:
         hosts = [check_ipv4(h, "--hosts") for h in args.hosts.split(",")]
         if len(hosts) != spec.nodes:
@@ -207,8 +219,10 @@ def visible_devices(proc, node_devices):
 class Launch:
     """One launch: its world, runtime and processes."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, argv=(), fault_report=None):
         self.spec = spec
+        self.argv = list(argv)
+        self.fault_report = fault_report
         self.expired = False
         self.server = None
         self.programs = []
@@ -220,6 +234,14 @@ class Launch:
         spec = self.spec
         world, per_node = make_world(spec)
         self.world = world
+        self.faults = []
+        if spec.fault_seed is not None:
+            plan = spec.fault_plan or faults.FaultPlan()
+            candidates = faults.targets(world, [ps.node for ps in spec.processes], plan.scope)
+            self.faults = faults.draw(plan, spec.fault_seed, candidates)
+            faults.inject(world, self.faults, world.now_ps * 1e-12)
+            if not spec.output_dir:  # the verdict reads each process's last error line
+                spec.output_dir = tempfile.mkdtemp(prefix="kvsim-faults-out-")
         addresses = [world.host_ip(n) for n in range(spec.nodes)] + \
             [world.device_ip(d) for d in range(world.device_count)]
         if netns.inside():
@@ -301,7 +323,25 @@ class Launch:
         if server is not None:
             codes += [NOT_ENDED if e["exit_code"] is None else e["exit_code"]
                       for e in server.ends()]
+        if spec.fault_seed is not None and self._fault_verdict():
+            return max(codes + [1])
         return max(codes)
+
+    def _fault_verdict(self):
+        """Prints (and writes, with --fault-report) what the programs did not handle."""
+        spec = self.spec
+        ends = [(p.name, p.exit_code) for p in self.processes]
+        if self.server is not None:
+            ends += [(e["name"], e["exit_code"]) for e in self.server.ends()]
+        ends = [(name, code, faults.last_error_line(os.path.join(spec.output_dir, name + ".err"))
+                 if code else "") for name, code in ends]
+        findings = faults.verdict(ends, self.world.inventory())
+        replay = faults.replay_command(self.argv, spec.fault_seed)
+        sys.stderr.write("\n".join(faults.report_lines(spec.fault_seed, self.faults, findings,
+                                                        replay)) + "\n")
+        if self.fault_report:
+            faults.write_report(self.fault_report, spec.fault_seed, self.faults, findings)
+        return findings
 
     def _expire(self, signum, frame):
         self.expired = True
@@ -354,9 +394,14 @@ def main(argv=None):
     try:
         args, words = parse_args(argv)
         spec = build_spec(args, words)
+        if args.faults is not None:
+            seeds = faults.parse_seeds(args.faults)
+            if len(seeds) > 1:
+                return faults.run_campaign(argv, seeds, args.jobs, spec.output_dir)
+            spec.fault_seed = seeds[0]
         if not netns.inside():
             netns.reexec_inside(argv)
-        return Launch(spec).run()
+        return Launch(spec, argv, args.fault_report).run()
     except (LaunchError, netns.NamespaceError) as e:
         print(f"kvsim launch: {e}", file=sys.stderr)
         return 2

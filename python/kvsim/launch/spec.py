@@ -36,6 +36,8 @@ class LaunchSpec:
     wall_clock: bool = False
     output_dir: Optional[str] = None
     origin: str = "command line"
+    fault_plan: Optional[object] = None   # faults.FaultPlan from the file's `faults` key
+    fault_seed: Optional[int] = None      # --faults with one seed
 
 
 def check_ipv4(text, where):
@@ -197,7 +199,8 @@ def load_file(path, devices_per_node):
     if root is None:
         raise LaunchError(f"{path}: the file is empty")
     top = _Node(root, path, "").mapping(
-        {"preset", "set", "nodes", "processes", "seed", "timeout", "wall_clock", "output_dir"})
+        {"preset", "set", "nodes", "processes", "seed", "timeout", "wall_clock", "output_dir",
+         "faults"})
     spec = LaunchSpec(origin=path)
     base = os.path.dirname(os.path.abspath(path))
     if "preset" in top:
@@ -213,6 +216,9 @@ def load_file(path, devices_per_node):
         spec.wall_clock = top["wall_clock"].boolean()
     if "output_dir" in top:
         spec.output_dir = os.path.join(base, top["output_dir"].text())
+    if "faults" in top:
+        from kvsim.launch.faults import plan_from_node
+        spec.fault_plan = plan_from_node(top["faults"])
     if "processes" not in top:
         _Node(root, path, "").fail("required key 'processes' is missing")
     node_specs = top["nodes"].sequence() if "nodes" in top else []

@@ -1,0 +1,309 @@
+"""Seeded fault campaigns on launched programs (kvsim launch --faults SEEDS).
+
+A seed draws a fault schedule from the plan: `count` faults of the plan's kinds, each on the
+RoCE links of a node that runs one of the launch's processes (scope "node": its switch port or
+cable, so every path in and out of the node) or on one NIC of such a node (scope "nic"), starting
+at a time drawn from the window and lasting a drawn duration. The schedule goes into the world
+before the programs start, so a seed replays exactly (simulated time, seeded draws). After the
+launch, the verdict lists what the
+programs did not handle: a process that ended with an error (an uncaught exception), one that
+never ended (a hang), or the world left holding memory, engines or jobs once every process ended
+(a leak). Several seeds make a campaign: one launch per seed, run in parallel, summarised.
+"""
+import dataclasses
+import json
+import os
+import random
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import List, Tuple
+
+from kvsim.launch.spec import LaunchError
+
+KINDS = ("link_down", "link_degraded")
+MAX_SEEDS = 10_000
+MAX_FAULTS = 1_000
+
+
+@dataclasses.dataclass
+class FaultPlan:
+    """What a seed may draw (launch file key `faults`; every field has a default)."""
+    kinds: Tuple[str, ...] = ("link_down", "link_degraded")
+    window: Tuple[float, float] = (0.0, 0.05)   # simulated seconds from the start
+    count: int = 1
+    duration: Tuple[float, float] = (0.001, 0.05)
+    factor: float = 0.1                         # link_degraded: fraction of the bandwidth left
+    scope: str = "node"                         # "node": all of a node's NICs; "nic": one NIC
+
+
+@dataclasses.dataclass
+class Fault:
+    """One injected fault."""
+    kind: str
+    target: str          # "node 1" or "roce n1d3"
+    links: List[str]     # the world's links it takes down or degrades
+    at: float
+    until: float
+    factor: float = 1.0
+
+    def describe(self):
+        what = "down" if self.kind == "link_down" else f"degraded to {self.factor:g} of their bandwidth"
+        where = f"{self.target}'s RoCE links" if self.target.startswith("node") else self.target
+        return f"{where} {what} from t={self.at:.6f} s to t={self.until:.6f} s"
+
+
+def parse_seeds(text):
+    """'7', '1-20' or '1,4,9-12' as a list of seeds; LaunchError naming --faults otherwise."""
+    seeds = []
+    for part in str(text).split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            first = int(lo)
+            last = int(hi) if sep else first
+        except ValueError:
+            raise LaunchError(f"--faults {text!r}: expected SEED, FIRST-LAST or a comma-separated "
+                              "list of them (non-negative integers)") from None
+        if first < 0 or last < first or last > 2**63 - 1:
+            raise LaunchError(f"--faults {text!r}: {part.strip()!r} is not a range of seeds in "
+                              "[0, 2^63-1] with FIRST <= LAST")
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise LaunchError(f"--faults {text!r}: at most {MAX_SEEDS} seeds per campaign")
+        seeds.extend(range(first, last + 1))
+    if len(set(seeds)) != len(seeds):
+        raise LaunchError(f"--faults {text!r}: a seed is given twice")
+    return seeds
+
+
+def plan_from_node(node):
+    """A FaultPlan from the launch file's `faults` mapping (spec._Node); errors name the key."""
+    fields = node.mapping({"kinds", "window", "count", "duration", "factor", "scope"})
+    plan = FaultPlan()
+    if "kinds" in fields:
+        kinds = tuple(item.text() for item in fields["kinds"].sequence())
+        for k, item in zip(kinds, fields["kinds"].sequence()):
+            if k not in KINDS:
+                item.fail(f"unknown fault kind {k!r} (known: {', '.join(KINDS)})")
+        if not kinds:
+            fields["kinds"].fail("no kinds")
+        plan.kinds = kinds
+    for key in ("window", "duration"):
+        if key in fields:
+            items = fields[key].sequence()
+            if len(items) != 2:
+                fields[key].fail("expected [FIRST, LAST] in seconds")
+            lo, hi = items[0].number(0.0), items[1].number(0.0)
+            if hi < lo or hi > 3600:
+                fields[key].fail(f"[{lo}, {hi}] must have FIRST <= LAST <= 3600 s")
+            setattr(plan, key, (lo, hi))
+    if "scope" in fields:
+        plan.scope = fields["scope"].text()
+        if plan.scope not in ("node", "nic"):
+            fields["scope"].fail(f"{plan.scope!r} is not 'node' or 'nic'")
+    if "count" in fields:
+        plan.count = fields["count"].integer(1, MAX_FAULTS)
+    if "factor" in fields:
+        plan.factor = fields["factor"].number(0.0)
+        if not 0 < plan.factor <= 1:
+            fields["factor"].fail(f"{plan.factor} must be in (0, 1]")
+    return plan
+
+
+def targets(world, nodes, scope):
+    """What a fault may hit: (target, its links) per node that runs a process (scope "node") or
+    per NIC of such a node (scope "nic"), from the world's RoCE links ("roce n<node>d<dev>")."""
+    out = []
+    for n in sorted(set(nodes)):
+        nics = [name for name in world.links if name.startswith(f"roce n{n}d")]
+        if scope == "node":
+            out += [(f"node {n}", nics)] if nics else []
+        else:
+            out += [(name, [name]) for name in nics]
+    return out
+
+
+def draw(plan, seed, candidates) -> List[Fault]:
+    """The faults of one seed, in time order (the same seed, plan and candidates: the same
+    faults). `candidates`: targets()."""
+    if not candidates:
+        raise LaunchError("--faults: the launch's nodes have no RoCE link to fail")
+    rng = random.Random(seed)
+    drawn = []
+    for _ in range(plan.count):
+        kind = rng.choice(plan.kinds)
+        target, links = rng.choice(candidates)
+        at = rng.uniform(*plan.window)
+        drawn.append((at, rng.uniform(*plan.duration), kind, target, list(links)))
+    # Faults on one target never overlap (one's end would end the other early): a fault that
+    # would starts when the earlier one ends.
+    faults, ends = [], {}
+    for at, duration, kind, target, links in sorted(drawn, key=lambda d: (d[0], d[3])):
+        at = max(at, ends.get(target, 0.0))
+        ends[target] = at + duration
+        faults.append(Fault(kind, target, links, at, at + duration,
+                            plan.factor if kind == "link_degraded" else 1.0))
+    return sorted(faults, key=lambda f: (f.at, f.target))
+
+
+def inject(world, faults, start):
+    """Schedules the faults, `start` seconds being the launch's time zero."""
+    for f in faults:
+        for link in f.links:
+            if f.kind == "link_down":
+                world.schedule_link_event(link, start + f.at, "down")
+            else:
+                world.schedule_link_event(link, start + f.at, "degrade", f.factor)
+            world.schedule_link_event(link, start + f.until, "up")
+
+
+def verdict(ends, world_after):
+    """What the programs did not handle. `ends`: (name, exit code or None, last error line) per
+    process; `world_after`: the world's inventory once the launch ended."""
+    findings = []
+    for name, code, error in ends:
+        if code is None:
+            findings.append({"kind": "hang", "process": name, "detail": "did not end"})
+        elif code != 0:
+            findings.append({"kind": "uncaught", "process": name,
+                             "detail": f"exited {code}" + (f": {error}" if error else "")})
+    left = []
+    if any(world_after["memory_bytes"]):
+        left.append(f"{sum(world_after['memory_bytes'])} bytes of memory allocated")
+    if world_after["engines"]:
+        left.append(f"{len(world_after['engines'])} engine(s) initialized")
+    if world_after["live_jobs"]:
+        left.append(f"{world_after['live_jobs']} job(s) running")
+    if left and all(code is not None for _, code, _ in ends):
+        findings.append({"kind": "leak", "process": "", "detail": ", ".join(left)})
+    return findings
+
+
+def last_error_line(path):
+    """The last non-empty line of a process's stderr file (its exception, if it died of one)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [line.rstrip() for line in f if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def report_lines(seed, faults, findings, replay):
+    lines = [f"kvsim launch: faults (seed {seed}): " +
+             ("; ".join(f.describe() for f in faults) or "none")]
+    if not findings:
+        lines.append(f"kvsim launch: seed {seed}: every injected fault was handled")
+    for f in findings:
+        who = f"{f['process']} " if f["process"] else ""
+        lines.append(f"kvsim launch: seed {seed}: UNHANDLED {f['kind']}: {who}{f['detail']}")
+    if findings:
+        lines.append(f"kvsim launch: replay with: {replay}")
+    return lines
+
+
+def replay_command(argv, seed):
+    """The kvsim launch command that replays one seed of `argv` (to the terminal: without the
+    campaign's options and output directory)."""
+    out, skip = ["kvsim", "launch"], False
+    for i, word in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if word in ("--faults", "-j", "--jobs", "--fault-report", "--output-dir"):
+            skip = True
+            continue
+        if word.startswith(("--faults=", "--jobs=", "--fault-report=", "--output-dir=")):
+            continue
+        if word == "--":
+            out += ["--faults", str(seed)] + argv[i:]
+            return " ".join(out)
+        out.append(word)
+    return " ".join(out + ["--faults", str(seed)])
+
+
+def run_campaign(argv, seeds, jobs, output_dir):
+    """One child launch per seed, `jobs` at a time, each with its own output directory; prints
+    and writes the summary. Returns 0 when every seed's faults were handled, 1 otherwise."""
+    import tempfile
+    root = output_dir or tempfile.mkdtemp(prefix="kvsim-faults-")
+
+    def one(seed):
+        out = os.path.join(root, f"seed-{seed}")
+        report = os.path.join(out, "faults.json")
+        os.makedirs(out, exist_ok=True)
+        cmd = [sys.executable, "-m", "kvsim.launch"] + _insert_before_commands(
+            _with_seed(argv, seed), ["--fault-report", report, "--output-dir", out])
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, errors="replace", check=False)
+        try:
+            with open(report, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            tail = proc.stderr.strip().splitlines()[-1:]
+            data = {"seed": seed, "faults": [], "findings": [
+                {"kind": "launch failed", "process": "",
+                 "detail": f"exit {proc.returncode}" + (f": {tail[0]}" if tail else "")}]}
+        data["replay"] = replay_command(argv, seed)
+        return data
+
+    results = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for i, data in enumerate(pool.map(one, seeds)):
+            results.append(data)
+            state = "UNHANDLED" if data["findings"] else "handled"
+            print(f"kvsim launch: [{i + 1}/{len(seeds)}] seed {data['seed']}: {state}",
+                  file=sys.stderr, flush=True)
+    unhandled = [r for r in results if r["findings"]]
+    lines = [f"kvsim launch: fault campaign: {len(seeds)} seeds, "
+             f"{len(unhandled)} with an unhandled fault"]
+    for r in unhandled:
+        lines.append(f"  seed {r['seed']}: " + ("; ".join(x["describe"] for x in r["faults"])
+                                                 or "no fault drawn"))
+        for f in r["findings"]:
+            who = f"{f['process']} " if f["process"] else ""
+            lines.append(f"    {f['kind']}: {who}{f['detail']}")
+        lines.append(f"    replay: {r['replay']}")
+    path = os.path.join(root, "fault_campaign.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"seeds": len(seeds), "unhandled": len(unhandled), "results": results}, f,
+                  indent=1)
+    os.replace(tmp, path)
+    lines.append(f"kvsim launch: per-seed outputs and fault_campaign.json in {root}")
+    print("\n".join(lines), file=sys.stderr)
+    return 1 if unhandled else 0
+
+
+def _with_seed(argv, seed):
+    """`argv` with --faults SEED in place of the campaign's --faults and --jobs (the programs'
+    own words, after '--', untouched)."""
+    out, skip = [], False
+    for i, word in enumerate(argv):
+        if word == "--" and not skip:
+            return _insert_before_commands(out + argv[i:], ["--faults", str(seed)])
+        if skip:
+            skip = False
+            continue
+        if word in ("--faults", "-j", "--jobs"):
+            skip = True
+            continue
+        if word.startswith(("--faults=", "--jobs=")):
+            continue
+        out.append(word)
+    return _insert_before_commands(out, ["--faults", str(seed)])
+
+
+def _insert_before_commands(argv, words):
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i] + words + argv[i:]
+    return argv + words
+
+
+def write_report(path, seed, faults, findings):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"seed": seed,
+                   "faults": [dict(dataclasses.asdict(x), describe=x.describe()) for x in faults],
+                   "findings": findings}, f)
+    os.replace(tmp, path)

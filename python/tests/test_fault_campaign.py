@@ -1,0 +1,119 @@
+"""kvsim launch --faults: seeded link faults on launched programs, the verdict on what they did
+not handle, campaigns over many seeds, and the fault plan's errors."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kvsim.launch import faults
+from kvsim.launch.spec import LaunchError, load_file
+
+FAULTS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "launch",
+                      "faults")
+
+
+def launch(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "kvsim.launch", "--timeout", "300", *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=FAULTS)
+
+
+def test_seeds_parse_as_lists_and_ranges_and_bad_ones_name_the_option():
+    assert faults.parse_seeds("7") == [7]
+    assert faults.parse_seeds("1-3,9") == [1, 2, 3, 9]
+    for bad, why in (("x", "expected SEED"), ("5-2", "FIRST <= LAST"), ("-1", "expected SEED"),
+                     ("1,1", "given twice"), ("0-10000", "at most 10000")):
+        with pytest.raises(LaunchError, match=why) as e:
+            faults.parse_seeds(bad)
+        assert "--faults" in str(e.value)
+
+
+def test_a_seed_draws_the_same_faults_every_time_inside_the_plan():
+    plan = faults.FaultPlan(count=5, window=(0.01, 0.02), duration=(0.001, 0.002))
+    candidates = [("node 0", ["roce n0d0", "roce n0d1"]), ("node 1", ["roce n1d0"])]
+    first = faults.draw(plan, 42, candidates)
+    assert first == faults.draw(plan, 42, candidates)
+    assert first != faults.draw(plan, 43, candidates)
+    for f in first:
+        assert (f.target, f.links) in candidates and f.kind in faults.KINDS
+        assert 0.01 <= f.at and 0.001 <= f.until - f.at <= 0.002
+    assert [f.at for f in first] == sorted(f.at for f in first)
+    for target, _ in candidates:  # faults on one target follow each other, never overlap
+        mine = [f for f in first if f.target == target]
+        assert all(a.until <= b.at for a, b in zip(mine, mine[1:]))
+    with pytest.raises(LaunchError, match="no RoCE link to fail"):
+        faults.draw(plan, 1, [])
+
+
+def test_a_bad_fault_plan_names_file_line_and_key(tmp_path):
+    path = tmp_path / "launch.yaml"
+    for plan, why in (("{kinds: [meteor]}", "faults.kinds[0]: unknown fault kind 'meteor'"),
+                      ("{window: [0.5, 0.1]}", "faults.window: [0.5, 0.1] must have FIRST <= LAST"),
+                      ("{count: 0}", "faults.count: 0 is out of range"),
+                      ("{factor: 2}", "faults.factor: 2.0 must be in (0, 1]"),
+                      ("{scope: rack}", "faults.scope: 'rack' is not 'node' or 'nic'"),
+                      ("{often: 1}", "faults.often: unknown key")):
+        path.write_text(f"processes: [{{command: python3 x.py}}]\nfaults: {plan}\n")
+        with pytest.raises(LaunchError, match=r"launch\.yaml:2: " + why.replace("[", r"\[")
+                           .replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+            load_file(str(path), lambda preset, overrides: 8)
+
+
+def test_bad_usage_exits_2_naming_the_option():
+    done = launch("-f", "careless.yaml", "--faults", "3-1")
+    assert done.returncode == 2 and "--faults '3-1'" in done.stderr
+    done = launch("-f", "careless.yaml", "--fault-report", "x.json")
+    assert done.returncode == 2 and "--fault-report needs --faults" in done.stderr
+
+
+def test_one_seed_replays_exactly_and_names_the_unhandled_fault(tmp_path):
+    """A seed whose link outage meets the careless decoder's pulls: the decoder dies of the
+    LLMException it did not catch, the prompt waits for it until its barrier times out; the same
+    seed gives the same report again."""
+    runs = [launch("-f", "careless.yaml", "--faults", "2", "--fault-report",
+                   str(tmp_path / f"r{i}.json")) for i in range(2)]
+    assert runs[0].stderr == runs[1].stderr
+    report = json.loads((tmp_path / "r0.json").read_text())
+    assert report["seed"] == 2 and len(report["faults"]) == 1
+    assert report["faults"][0]["kind"] == "link_down"
+    assert runs[0].returncode == 1
+    by_process = {f["process"]: f for f in report["findings"]}
+    assert by_process["decoder"]["kind"] == "uncaught"
+    assert "LLMException: pull_cache: failed, error code is LLM_SUSPECT_REMOTE_ERROR" in \
+        by_process["decoder"]["detail"]
+    # The prompt waited at its barrier for the decoder until gloo's 60 s timeout.
+    assert "Timed out waiting 60000ms for barrier" in by_process["prompt"]["detail"]
+    assert "replay with: kvsim launch --timeout 300 -f careless.yaml --faults 2" in runs[0].stderr
+
+
+def test_a_campaign_finds_the_careless_program_and_clears_the_careful_one(tmp_path):
+    careless = launch("-f", "careless.yaml", "--faults", "1-6", "-j", "2",
+                      "--output-dir", str(tmp_path / "careless"))
+    assert careless.returncode == 1, careless.stderr
+    summary = json.loads((tmp_path / "careless" / "fault_campaign.json").read_text())
+    assert summary["seeds"] == 6 and summary["unhandled"] >= 1
+    found = [r for r in summary["results"] if r["findings"]]
+    assert all(r["faults"][0]["kind"] == "link_down" for r in found)
+    assert any(f["kind"] == "uncaught" and "LLM_SUSPECT_REMOTE_ERROR" in f["detail"]
+               for r in found for f in r["findings"])
+    assert "replay: kvsim launch --timeout 300 -f careless.yaml --faults" in careless.stderr
+
+    careful = launch("-f", "careful.yaml", "--faults", "1-6", "-j", "2",
+                     "--output-dir", str(tmp_path / "careful"))
+    assert careful.returncode == 0, careful.stderr
+    summary = json.loads((tmp_path / "careful" / "fault_campaign.json").read_text())
+    assert summary["unhandled"] == 0
+    # The same seeds drew the same faults for both programs.
+    assert [r["faults"] for r in summary["results"]] == \
+        [r["faults"] for r in json.loads(
+            (tmp_path / "careless" / "fault_campaign.json").read_text())["results"]]
+
+
+def test_seeds_replace_the_campaigns_options_but_never_the_programs_words():
+    argv = ["--faults", "1-3", "-j", "2", "--output-dir", "out", "--", "python3", "x.py", "-j",
+            "4", "--faults", "9"]
+    assert faults._with_seed(argv, 2) == ["--output-dir", "out", "--faults", "2", "--", "python3",
+                                          "x.py", "-j", "4", "--faults", "9"]
+    assert faults.replay_command(argv, 2) == \
+        "kvsim launch --faults 2 -- python3 x.py -j 4 --faults 9"
