@@ -65,6 +65,8 @@ def test_bad_usage_exits_2_naming_the_option():
     assert done.returncode == 2 and "--faults '3-1'" in done.stderr
     done = launch("-f", "careless.yaml", "--fault-report", "x.json")
     assert done.returncode == 2 and "--fault-report needs --faults" in done.stderr
+    done = launch("-f", "careless.yaml", "--faults", "3", "--dask", "local:2")
+    assert done.returncode == 2 and "--dask runs a fault campaign" in done.stderr
 
 
 def test_one_seed_replays_exactly_and_names_the_unhandled_fault(tmp_path):

@@ -1,6 +1,7 @@
 """Sweeps on a Dask cluster (a LocalCluster of two worker processes): the same bits as a local
 sweep, a worker killed mid-sweep loses and duplicates nothing, a failing point is reported while
 the sweep goes on, and `kvsim sweep --dask` writes what the local CLI writes."""
+import json
 import os
 import pathlib
 import signal
@@ -120,3 +121,22 @@ def test_cli_dask_writes_what_the_local_cli_writes(tmp_path, scenario):
     bad = subprocess.run([cli_path(), *common, "--dask", "local:0", "-o", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 2 and "local:N needs N >= 1" in bad.stderr
+
+
+def test_a_fault_campaign_on_dask_finds_what_the_local_one_finds(tmp_path):
+    """kvsim launch --faults on a LocalCluster: each seed a task, the same faults and findings as
+    the campaign run on local threads."""
+    faults_dir = pathlib.Path(__file__).resolve().parents[2] / "examples" / "launch" / "faults"
+    runs = {}
+    for where in ("local", "dask"):
+        extra = ["--dask", "local:2"] if where == "dask" else ["-j", "2"]
+        done = subprocess.run(
+            [os.environ.get("PYTHON", "/usr/bin/python3"), "-m", "kvsim.launch", "-f",
+             "careless.yaml", "--faults", "1-4", "--output-dir", str(tmp_path / where), *extra],
+            capture_output=True, text=True, timeout=600, cwd=faults_dir)
+        assert done.returncode == 1, done.stderr
+        summary = (tmp_path / where / "fault_campaign.json").read_text()
+        runs[where] = [(r["seed"], r["faults"], r["findings"], r["replay"])
+                       for r in json.loads(summary)["results"]]
+    assert runs["dask"] == runs["local"]
+    assert any(findings for _, _, findings, _ in runs["dask"])

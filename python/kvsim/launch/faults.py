@@ -209,10 +209,11 @@ def replay_command(argv, seed):
         if skip:
             skip = False
             continue
-        if word in ("--faults", "-j", "--jobs", "--fault-report", "--output-dir"):
+        if word in ("--faults", "-j", "--jobs", "--fault-report", "--output-dir", "--dask"):
             skip = True
             continue
-        if word.startswith(("--faults=", "--jobs=", "--fault-report=", "--output-dir=")):
+        if word.startswith(("--faults=", "--jobs=", "--fault-report=", "--output-dir=",
+                            "--dask=")):
             continue
         if word == "--":
             out += ["--faults", str(seed)] + argv[i:]
@@ -221,38 +222,65 @@ def replay_command(argv, seed):
     return " ".join(out + ["--faults", str(seed)])
 
 
-def run_campaign(argv, seeds, jobs, output_dir):
-    """One child launch per seed, `jobs` at a time, each with its own output directory; prints
-    and writes the summary. Returns 0 when every seed's faults were handled, 1 otherwise."""
-    import tempfile
-    root = output_dir or tempfile.mkdtemp(prefix="kvsim-faults-")
+def run_seed(argv, seed, root, cwd):
+    """One seed of a campaign: `kvsim launch argv` with --faults SEED in a child process, its
+    outputs in root/seed-SEED/; returns its report (faults, findings, the replay command). Runs
+    where the campaign runs it: a thread here, or a Dask worker that sees `root`, `cwd` and the
+    programs at the same paths."""
+    out = os.path.join(root, f"seed-{seed}")
+    report = os.path.join(out, "faults.json")
+    os.makedirs(out, exist_ok=True)
+    cmd = [sys.executable, "-m", "kvsim.launch"] + _insert_before_commands(
+        _with_seed(argv, seed), ["--fault-report", report, "--output-dir", out])
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          errors="replace", check=False, cwd=cwd)
+    try:
+        with open(report, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        tail = proc.stderr.strip().splitlines()[-1:]
+        data = {"seed": seed, "faults": [], "findings": [
+            {"kind": "launch failed", "process": "",
+             "detail": f"exit {proc.returncode}" + (f": {tail[0]}" if tail else "")}]}
+    data["replay"] = replay_command(argv, seed)
+    return data
 
-    def one(seed):
-        out = os.path.join(root, f"seed-{seed}")
-        report = os.path.join(out, "faults.json")
-        os.makedirs(out, exist_ok=True)
-        cmd = [sys.executable, "-m", "kvsim.launch"] + _insert_before_commands(
-            _with_seed(argv, seed), ["--fault-report", report, "--output-dir", out])
-        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, errors="replace", check=False)
-        try:
-            with open(report, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            tail = proc.stderr.strip().splitlines()[-1:]
-            data = {"seed": seed, "faults": [], "findings": [
-                {"kind": "launch failed", "process": "",
-                 "detail": f"exit {proc.returncode}" + (f": {tail[0]}" if tail else "")}]}
-        data["replay"] = replay_command(argv, seed)
-        return data
 
-    results = []
+def _on_threads(argv, seeds, root, jobs):
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for i, data in enumerate(pool.map(one, seeds)):
-            results.append(data)
-            state = "UNHANDLED" if data["findings"] else "handled"
-            print(f"kvsim launch: [{i + 1}/{len(seeds)}] seed {data['seed']}: {state}",
-                  file=sys.stderr, flush=True)
+        yield from pool.map(lambda seed: run_seed(argv, seed, root, os.getcwd()), seeds)
+
+
+def _on_dask(argv, seeds, root, address):
+    """Seeds as Dask tasks; reports in completion order (a lost worker's seeds rerun
+    elsewhere: each is collected from its one future)."""
+    from distributed import as_completed
+    from kvsim import on_dask
+    try:
+        client = on_dask.connect(address)
+    except (OSError, TimeoutError) as e:
+        raise LaunchError(f"--dask {address}: {e}") from None
+    with client:
+        futures = [client.submit(run_seed, argv, seed, root, os.getcwd(), pure=False)
+                   for seed in seeds]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def run_campaign(argv, seeds, jobs, output_dir, dask=None):
+    """One launch per seed, `jobs` at a time (or on the Dask cluster at `dask`: an address or
+    "local:N"), each with its own output directory; prints progress and the summary and writes
+    fault_campaign.json. Returns 0 when every seed's faults were handled, 1 otherwise."""
+    import tempfile
+    root = os.path.abspath(output_dir or tempfile.mkdtemp(prefix="kvsim-faults-"))
+    runs = _on_dask(argv, seeds, root, dask) if dask else _on_threads(argv, seeds, root, jobs)
+    results = []
+    for i, data in enumerate(runs):
+        results.append(data)
+        state = "UNHANDLED" if data["findings"] else "handled"
+        print(f"kvsim launch: [{i + 1}/{len(seeds)}] seed {data['seed']}: {state}",
+              file=sys.stderr, flush=True)
+    results.sort(key=lambda r: seeds.index(r["seed"]))
     unhandled = [r for r in results if r["findings"]]
     lines = [f"kvsim launch: fault campaign: {len(seeds)} seeds, "
              f"{len(unhandled)} with an unhandled fault"]
@@ -284,10 +312,10 @@ def _with_seed(argv, seed):
         if skip:
             skip = False
             continue
-        if word in ("--faults", "-j", "--jobs"):
+        if word in ("--faults", "-j", "--jobs", "--dask"):
             skip = True
             continue
-        if word.startswith(("--faults=", "--jobs=")):
+        if word.startswith(("--faults=", "--jobs=", "--dask=")):
             continue
         out.append(word)
     return _insert_before_commands(out, ["--faults", str(seed)])

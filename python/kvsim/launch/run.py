@@ -121,6 +121,9 @@ def parse_args(argv):
                              "campaign, one launch per seed")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                         help="launches of a fault campaign run at once (default: the CPUs)")
+    parser.add_argument("--dask", metavar="ADDRESS",
+                        help="run a fault campaign's launches on a Dask cluster: a scheduler "
+                             "address (tcp://host:8786) or local:N")
     parser.add_argument("--fault-report", metavar="FILE",
                         help="write this launch's faults and findings as JSON (campaigns use it)")
     parser.add_argument("commands", nargs=argparse.REMAINDER)
@@ -397,8 +400,10 @@ def main(argv=None):
         if args.faults is not None:
             seeds = faults.parse_seeds(args.faults)
             if len(seeds) > 1:
-                return faults.run_campaign(argv, seeds, args.jobs, spec.output_dir)
+                return faults.run_campaign(argv, seeds, args.jobs, spec.output_dir, args.dask)
             spec.fault_seed = seeds[0]
+        if args.dask:
+            raise LaunchError("--dask runs a fault campaign: give --faults more than one seed")
         if not netns.inside():
             netns.reexec_inside(argv)
         return Launch(spec, argv, args.fault_report).run()
