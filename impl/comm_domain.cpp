@@ -68,8 +68,9 @@ std::shared_ptr<DataDistCore> live_member(const CommDomain& domain, std::uint64_
 }
 
 // Links every pair of members (the domain's memory has been exchanged), or fails the domain if a
-// member is gone or a pair got linked otherwise meanwhile.
-void form(Directory& directory, CommDomain& domain) {
+// member is gone, a pair got linked otherwise meanwhile, or the path between a pair is down (the
+// devices' NICs cannot connect, as for link_clusters, [I]).
+void form(const Platform& platform, Directory& directory, CommDomain& domain) {
   std::vector<std::shared_ptr<DataDistCore>> cores;
   for (const CommMember& m : domain.members) {
     std::shared_ptr<DataDistCore> core = live_member(domain, m.cluster_id);
@@ -80,6 +81,11 @@ void form(Directory& directory, CommDomain& domain) {
   }
   for (std::size_t i = 0; i < cores.size(); ++i) {
     for (std::size_t j = i + 1; j < cores.size(); ++j) {
+      if (!platform.path_up(cores[i]->device(), cores[j]->device())) {
+        return fail(directory, domain,
+                    "the path between clusters " + std::to_string(cores[i]->cluster_id()) +
+                        " and " + std::to_string(cores[j]->cluster_id()) + " is down");
+      }
       if (cores[i]->find_link(cores[j]->cluster_id()) ||
           cores[j]->find_link(cores[i]->cluster_id())) {
         return fail(directory, domain,
@@ -117,7 +123,7 @@ void run_setup(Platform& platform, Directory& directory, std::shared_ptr<CommDom
   }
   platform.sleep(setup_time(platform, domain->members));
   if (domain->status != RegisterMemStatus::PREPARING) return;
-  form(directory, *domain);
+  form(platform, directory, *domain);
 }
 
 const std::shared_ptr<CommDomain>& known_domain(const DataDistCore& core, std::uint64_t comm_id) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/comm_domain.h"
 #include "impl/copy_executor.h"
 #include "impl/data_dist_core.h"
 #include "impl/errors.h"
@@ -227,6 +228,31 @@ const std::vector<Cell>& cells() {
       {"copy_cache", Fault::kDownBefore, "ok", "a copy inside the device"},
       {"copy_cache", Fault::kBadAddress, "raises KV_CACHE_NOT_EXIST", "an unknown cache id"},
       {"copy_cache", Fault::kRepeated, "ok", "copying twice writes the same bytes"},
+      // The comm-domain API: link() returns at once; query_register_mem_status tells the end.
+      {"link (comm domain)", Fault::kDownBefore, "FAILED",
+       "the members' NICs cannot connect over a down path [I]"},
+      {"link (comm domain)", Fault::kDownDuring, "FAILED",
+       "the path broke before the memory exchange ended [I]"},
+      {"link (comm domain)", Fault::kDownAfter, "OK",
+       "the domain stands; the next pull over it fails"},
+      {"link (comm domain)", Fault::kDegraded, "OK", "a slow path still connects"},
+      {"link (comm domain)", Fault::kPeerFinalized, "FAILED",
+       "a member left before the domain formed (§4)"},
+      {"link (comm domain)", Fault::kPeerGone, "FAILED",
+       "a member's process died before the domain formed"},
+      {"link (comm domain)", Fault::kTimeout, "FAILED",
+       "a member never called link within llm.LinkTotalTime (§4)"},
+      {"link (comm domain)", Fault::kBadAddress, "raises PARAM_INVALID",
+       "the rank table gives a member another device's device_ip: that member's link refuses"},
+      {"link (comm domain)", Fault::kRepeated, "raises ALREADY_LINK",
+       "the members are linked (or being linked) by the first call (§4)"},
+      {"unlink (comm domain)", Fault::kDownBefore, "ok", "unlinking needs no path"},
+      {"unlink (comm domain)", Fault::kPeerFinalized, "ok",
+       "the other member's finalize left our side to drop"},
+      {"unlink (comm domain)", Fault::kBadAddress, "raises NOT_YET_LINK",
+       "no comm domain with that id in this process"},
+      {"unlink (comm domain)", Fault::kRepeated, "raises NOT_YET_LINK",
+       "the first unlink removed the comm id"},
       // Engine lifecycle.
       {"init", Fault::kOutOfMemory, "raises DEVICE_OUT_OF_MEMORY",
        "llm.MemPoolConfig larger than the device (§5)"},
@@ -369,6 +395,20 @@ class FaultMatrix : public ImplWorld, public ::testing::WithParamInterface<Cell>
   static TestCache none() { return {impl::CacheView{-1, int8_desc(1, 1, 1)}, {}}; }
   std::string run_data_call(const Cell& cell);
   std::string run_transfer(const Cell& cell);
+  std::string run_comm_domain(const Cell& cell);
+  /// A v1.2 rank table with one server per device, rank i on devices[i].
+  std::string rank_table(const std::vector<int>& devices) const {
+    std::string servers;
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      if (i > 0) servers += ",";
+      servers += R"({"server_id":")" + std::to_string(i) + R"(","device":[{"device_id":")" +
+                 std::to_string(devices[i] % 8) + R"(","device_ip":")" +
+                 platform_.device_ip(devices[i]) + R"(","rank_id":")" + std::to_string(i) +
+                 R"("}]})";
+    }
+    return R"({"version":"1.2","status":"completed","server_count":")" +
+           std::to_string(devices.size()) + R"(","server_list":[)" + servers + "]}";
+  }
   std::string run_cell(const Cell& cell);
   void clean_up();
   void expect_bystanders_transfer();
@@ -524,6 +564,70 @@ std::string FaultMatrix::run_transfer(const Cell& cell) {
   return out;
 }
 
+// link and unlink of the comm-domain API between P and D, under the faults that can meet them.
+std::string FaultMatrix::run_comm_domain(const Cell& cell) {
+  const Fault f = cell.fault;
+  rig(false);
+  const impl::ClusterRankInfo members{{1, 0}, {2, 1}};
+  const std::string table = rank_table({0, 8});
+  const Time setup = 2 * platform_.round_trip(0, 8);
+  auto status_of = [&](std::uint64_t comm_id) {
+    world_.platform().drive_until(
+        [&] {
+          return p_->query_register_mem_status(comm_id) != impl::RegisterMemStatus::PREPARING;
+        },
+        600 * 1'000'000'000'000ull);
+    return p_->query_register_mem_status(comm_id) == impl::RegisterMemStatus::OK ? "OK" : "FAILED";
+  };
+  if (cell.call == std::string("link (comm domain)")) {
+    if (f == Fault::kDownBefore) down_now();
+    if (f == Fault::kDegraded) degrade_now();
+    if (f == Fault::kDownDuring) {
+      link_event(platform_.now() + setup / 2, {model::LinkEvent::Kind::kDown});
+    }
+    if (f == Fault::kBadAddress) {
+      std::string wrong = table;
+      const std::string ip = platform_.device_ip(8);
+      wrong.replace(wrong.find(ip), ip.size(), platform_.device_ip(9));
+      std::string out = outcome_of([&] {
+        const std::uint64_t id = p_->link("pd", members, wrong);
+        d_->link("pd", members, wrong);
+        out = status_of(id);
+      });
+      return out;
+    }
+    const std::uint64_t id = p_->link("pd", members, table);
+    if (f == Fault::kRepeated) return outcome_of([&] { p_->link("pd", members, table); });
+    if (f != Fault::kTimeout) {  // with a timeout, D never calls
+      d_->link("pd", members, table);
+    }
+    if (f == Fault::kPeerFinalized) as_peer_later(setup / 2, [this] { d_->finalize(); });
+    if (f == Fault::kPeerGone) {
+      as_peer_later(setup / 2, [this] { d_->abandon("killed"); });
+      peer_dead_ = true;
+    }
+    const std::string out = status_of(id);
+    if (f == Fault::kDownAfter) {
+      down_now();
+      EXPECT_EQ(outcome_of([&] { pull(); }), "raises " + status(impl::kCopyFailedStatus));
+    }
+    restore();
+    return out;
+  }
+  // unlink
+  const std::uint64_t id = p_->link("pd", members, table);
+  const std::uint64_t d_id = d_->link("pd", members, table);
+  EXPECT_EQ(std::string(status_of(id)), "OK");
+  if (f == Fault::kDownBefore) down_now();
+  if (f == Fault::kPeerFinalized) d_->finalize();
+  if (f == Fault::kBadAddress) return outcome_of([&] { p_->unlink(id + 100); });
+  std::string out = outcome_of([&] { p_->unlink(id); });
+  if (f == Fault::kRepeated && out == "ok") out = outcome_of([&] { p_->unlink(id); });
+  if (d_->initialized()) d_->unlink(d_id);
+  restore();
+  return out;
+}
+
 std::string FaultMatrix::run_cell(const Cell& cell) {
   const std::string call = cell.call;
   const Fault f = cell.fault;
@@ -598,6 +702,7 @@ std::string FaultMatrix::run_cell(const Cell& cell) {
     restore();
     return out;
   }
+  if (call == "link (comm domain)" || call == "unlink (comm domain)") return run_comm_domain(cell);
   if (call == "init") {
     auto dist =
         std::make_unique<impl::LLMDataDist>(platform_, world_.directory(), LLMRole::PROMPT, 5);
