@@ -91,6 +91,7 @@ run_fuzzers() {  # libFuzzer's bounds: -runs=N, -max_total_time=S
 case "$mode" in
   ci)
     cmake --build build-san -j2 --target kvsim model_tests impl_tests platform_tests impl_world_tests \
+      fault_matrix_tests \
       property_tests scenario_tests serving_tests "${fuzz_bins[@]}"
     LD_PRELOAD="$shim" ctest --test-dir build-san -j2 --output-on-failure \
       -L 'unit|impl|properties|scenarios|serving' -LE 'mutants|fuzz|cpp|python'
