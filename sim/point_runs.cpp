@@ -89,6 +89,9 @@ class Pool {
     const std::size_t jobs = static_cast<std::size_t>(o_.jobs > 0 ? o_.jobs : 1);
     if (o_.progress) o_.progress(0, n);
     while (done < n) {
+      // A signal that came while this loop was not in poll() (reading a child, writing a point)
+      // interrupted no wait: it is seen here, at the latest when the next child ends.
+      if (o_.interrupted) o_.interrupted();
       while (next < n && running_.size() < jobs) start(next++);
       std::vector<pollfd> fds;
       std::vector<pid_t> pids;
