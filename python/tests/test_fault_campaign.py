@@ -115,7 +115,7 @@ def test_a_campaign_finds_the_careless_program_and_clears_the_careful_one(tmp_pa
 def test_seeds_replace_the_campaigns_options_but_never_the_programs_words():
     argv = ["--faults", "1-3", "-j", "2", "--output-dir", "out", "--", "python3", "x.py", "-j",
             "4", "--faults", "9"]
-    assert faults._with_seed(argv, 2) == ["--output-dir", "out", "--faults", "2", "--", "python3",
-                                          "x.py", "-j", "4", "--faults", "9"]
+    assert faults._one_seed(argv, 2, faults._CAMPAIGN_OPTIONS) == [
+        "--output-dir", "out", "--faults", "2", "--", "python3", "x.py", "-j", "4", "--faults", "9"]
     assert faults.replay_command(argv, 2) == \
         "kvsim launch --faults 2 -- python3 x.py -j 4 --faults 9"

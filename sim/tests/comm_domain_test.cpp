@@ -30,19 +30,6 @@ constexpr Time kPs = 1;
 
 class CommDomains : public ImplWorld {
  protected:
-  /// A v1.2 rank table with one server per device, rank i on devices[i].
-  std::string rank_table(const std::vector<int>& devices) const {
-    std::string servers;
-    for (std::size_t i = 0; i < devices.size(); ++i) {
-      if (i > 0) servers += ",";
-      servers += R"({"server_id":")" + std::to_string(i) + R"(","device":[{"device_id":")" +
-                 std::to_string(devices[i] % 8) + R"(","device_ip":")" +
-                 platform_.device_ip(devices[i]) + R"(","rank_id":")" + std::to_string(i) +
-                 R"("}]})";
-    }
-    return R"({"version":"1.2","status":"completed","server_count":")" +
-           std::to_string(devices.size()) + R"(","server_list":[)" + servers + "]}";
-  }
   /// P (cluster 1, device 0) and D (cluster 2, device 8).
   void pair(std::map<std::string, std::string> extra = {}) {
     p_ = make_dist(LLMRole::PROMPT, 1, 0, false, extra);

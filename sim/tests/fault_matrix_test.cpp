@@ -396,19 +396,6 @@ class FaultMatrix : public ImplWorld, public ::testing::WithParamInterface<Cell>
   std::string run_data_call(const Cell& cell);
   std::string run_transfer(const Cell& cell);
   std::string run_comm_domain(const Cell& cell);
-  /// A v1.2 rank table with one server per device, rank i on devices[i].
-  std::string rank_table(const std::vector<int>& devices) const {
-    std::string servers;
-    for (std::size_t i = 0; i < devices.size(); ++i) {
-      if (i > 0) servers += ",";
-      servers += R"({"server_id":")" + std::to_string(i) + R"(","device":[{"device_id":")" +
-                 std::to_string(devices[i] % 8) + R"(","device_ip":")" +
-                 platform_.device_ip(devices[i]) + R"(","rank_id":")" + std::to_string(i) +
-                 R"("}]})";
-    }
-    return R"({"version":"1.2","status":"completed","server_count":")" +
-           std::to_string(devices.size()) + R"(","server_list":[)" + servers + "]}";
-  }
   std::string run_cell(const Cell& cell);
   void clean_up();
   void expect_bystanders_transfer();

@@ -73,6 +73,18 @@ void ImplWorld::write(std::uint64_t addr, const std::vector<std::uint8_t>& bytes
   platform_.write(addr, bytes.data(), bytes.size());
 }
 
+std::string ImplWorld::rank_table(const std::vector<int>& devices) const {
+  std::string servers;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (i > 0) servers += ",";
+    servers += R"({"server_id":")" + std::to_string(i) + R"(","device":[{"device_id":")" +
+               std::to_string(devices[i] % 8) + R"(","device_ip":")" +
+               platform_.device_ip(devices[i]) + R"(","rank_id":")" + std::to_string(i) + R"("}]})";
+  }
+  return R"({"version":"1.2","status":"completed","server_count":")" +
+         std::to_string(devices.size()) + R"(","server_list":[)" + servers + "]}";
+}
+
 std::vector<std::uint8_t> ImplWorld::snapshot(const TestCache& cache) const {
   std::vector<std::uint8_t> out;
   for (std::uint64_t a : cache.addrs) {

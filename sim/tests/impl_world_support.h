@@ -123,6 +123,8 @@ class ImplWorld : public ::testing::Test {
   void write(std::uint64_t addr, const std::vector<std::uint8_t>& bytes);
   /// The contents of every tensor of a cache, concatenated.
   std::vector<std::uint8_t> snapshot(const TestCache& cache) const;
+  /// A v1.2 rank table with one server per device, rank i on devices[i].
+  std::string rank_table(const std::vector<int>& devices) const;
 
   World world_;
   RecordingPlatform platform_;

@@ -5,10 +5,9 @@ RoCE links of a node that runs one of the launch's processes (scope "node": its 
 cable, so every path in and out of the node) or on one NIC of such a node (scope "nic"), starting
 at a time drawn from the window and lasting a drawn duration. The schedule goes into the world
 before the programs start, so a seed replays exactly (simulated time, seeded draws). After the
-launch, the verdict lists what the
-programs did not handle: a process that ended with an error (an uncaught exception), one that
-never ended (a hang), or the world left holding memory, engines or jobs once every process ended
-(a leak). Several seeds make a campaign: one launch per seed, run in parallel, summarised.
+launch, the verdict lists what the programs did not handle: a process that ended with an error
+(an uncaught exception), one that never ended (a hang), or the world left holding memory,
+engines or jobs once every process ended (a leak). Several seeds make a campaign: one launch per seed, run in parallel, summarised.
 """
 import dataclasses
 import json
@@ -48,7 +47,8 @@ class Fault:
     factor: float = 1.0
 
     def describe(self):
-        what = "down" if self.kind == "link_down" else f"degraded to {self.factor:g} of their bandwidth"
+        what = ("down" if self.kind == "link_down"
+                else f"degraded to {self.factor:g} of their bandwidth")
         where = f"{self.target}'s RoCE links" if self.target.startswith("node") else self.target
         return f"{where} {what} from t={self.at:.6f} s to t={self.until:.6f} s"
 
@@ -201,25 +201,37 @@ def report_lines(seed, faults, findings, replay):
     return lines
 
 
-def replay_command(argv, seed):
-    """The kvsim launch command that replays one seed of `argv` (to the terminal: without the
-    campaign's options and output directory)."""
-    out, skip = ["kvsim", "launch"], False
+# Options that belong to a campaign, not to one seed's launch (each takes a value).
+_CAMPAIGN_OPTIONS = ("--faults", "-j", "--jobs", "--dask")
+# ... and those a replay on the terminal leaves out too.
+_OUTPUT_OPTIONS = ("--fault-report", "--output-dir")
+
+
+def _one_seed(argv, seed, drop):
+    """`argv` without the options in `drop` (before '--'; the programs' own words stay), with
+    --faults SEED before the commands."""
+    out, skip = [], False
     for i, word in enumerate(argv):
         if skip:
             skip = False
             continue
-        if word in ("--faults", "-j", "--jobs", "--fault-report", "--output-dir", "--dask"):
+        if word == "--":
+            out += argv[i:]
+            break
+        if word in drop:
             skip = True
             continue
-        if word.startswith(("--faults=", "--jobs=", "--fault-report=", "--output-dir=",
-                            "--dask=")):
+        if word.startswith(tuple(o + "=" for o in drop)):
             continue
-        if word == "--":
-            out += ["--faults", str(seed)] + argv[i:]
-            return " ".join(out)
         out.append(word)
-    return " ".join(out + ["--faults", str(seed)])
+    return _insert_before_commands(out, ["--faults", str(seed)])
+
+
+def replay_command(argv, seed):
+    """The kvsim launch command that replays one seed of `argv` (to the terminal: without the
+    campaign's options and output directory)."""
+    return " ".join(["kvsim", "launch"] +
+                    _one_seed(argv, seed, _CAMPAIGN_OPTIONS + _OUTPUT_OPTIONS))
 
 
 def run_seed(argv, seed, root, cwd):
@@ -230,8 +242,9 @@ def run_seed(argv, seed, root, cwd):
     out = os.path.join(root, f"seed-{seed}")
     report = os.path.join(out, "faults.json")
     os.makedirs(out, exist_ok=True)
-    cmd = [sys.executable, "-m", "kvsim.launch"] + _insert_before_commands(
-        _with_seed(argv, seed), ["--fault-report", report, "--output-dir", out])
+    words = _insert_before_commands(_one_seed(argv, seed, _CAMPAIGN_OPTIONS),
+                                    ["--fault-report", report, "--output-dir", out])
+    cmd = [sys.executable, "-m", "kvsim.launch"] + words
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           errors="replace", check=False, cwd=cwd)
     try:
@@ -300,25 +313,6 @@ def run_campaign(argv, seeds, jobs, output_dir, dask=None):
     lines.append(f"kvsim launch: per-seed outputs and fault_campaign.json in {root}")
     print("\n".join(lines), file=sys.stderr)
     return 1 if unhandled else 0
-
-
-def _with_seed(argv, seed):
-    """`argv` with --faults SEED in place of the campaign's --faults and --jobs (the programs'
-    own words, after '--', untouched)."""
-    out, skip = [], False
-    for i, word in enumerate(argv):
-        if word == "--" and not skip:
-            return _insert_before_commands(out + argv[i:], ["--faults", str(seed)])
-        if skip:
-            skip = False
-            continue
-        if word in ("--faults", "-j", "--jobs", "--dask"):
-            skip = True
-            continue
-        if word.startswith(("--faults=", "--jobs=", "--dask=")):
-            continue
-        out.append(word)
-    return _insert_before_commands(out, ["--faults", str(seed)])
 
 
 def _insert_before_commands(argv, words):
