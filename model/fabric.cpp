@@ -314,7 +314,15 @@ void Fabric::land(Chunk* c) {
     MemoryId s, t;
     topology_->memory_at(d.src_addr, &s);
     topology_->memory_at(d.dst_addr, &t);
-    Hbm::copy(topology_->memory(s), d.src_addr, topology_->memory(t), d.dst_addr, d.length);
+    try {
+      Hbm::copy(topology_->memory(s), d.src_addr, topology_->memory(t), d.dst_addr, d.length);
+    } catch (const ModelError& err) {
+      // Memory freed while the copy was in flight (its process died): the transfer fails, as an
+      // RDMA access to a deregistered region does.
+      if (err.kind() != ErrorKind::kUnallocated) throw;
+      fail_batch(b, "descriptor " + std::to_string(i) + ": " + err.what());
+      return;
+    }
   }
   if (++b->chunks_landed == b->chunks.size() && !b->failed) {
     b->outcome.ok = true;

@@ -129,7 +129,9 @@ std::optional<std::uint64_t> SystemcPlatform::allocate(int device, impl::Placeme
   const model::MemoryId m = placement == impl::Placement::HOST ? t.host_memory(t.node_of(device))
                                                                : t.device_memory(device);
   try {
-    return t.memory(m).allocate(size, alignment == 0 ? 64 : alignment);
+    const std::uint64_t addr = t.memory(m).allocate(size, alignment == 0 ? 64 : alignment);
+    owner_[addr] = current_process_;
+    return addr;
   } catch (const model::ModelError& e) {
     if (e.kind() == model::ErrorKind::kOutOfMemory) return std::nullopt;
     throw std::invalid_argument(e.what());
@@ -141,6 +143,7 @@ bool SystemcPlatform::free(std::uint64_t addr) {
   if (fabric_.topology().memory_at(addr, &m) == nullptr) return false;
   try {
     fabric_.topology().memory(m).free(addr);
+    owner_.erase(addr);
     return true;
   } catch (const model::ModelError&) {
     return false;
@@ -260,6 +263,11 @@ void SystemcPlatform::spawn_job(int process, const std::string& name, std::funct
   sc_core::sc_spawn(
       [this, process, unique, job = std::move(job)] {
         current_process_ = process;
+        if (process_killed(process)) {  // started by a process killed before it ran
+          ++finished_;
+          wake_driver();
+          return;
+        }
         try {
           job();
         } catch (const std::exception& e) {
@@ -286,9 +294,41 @@ void SystemcPlatform::job_wait(const std::function<void()>& wait, const char* wh
   blocked_[key] = Blocked{handle, process, what, detail, now()};
   void* token = hooks_.leave ? hooks_.leave() : nullptr;
   wait();
+  if (dead_jobs_.count(key) != 0) {
+    // Its process was killed while it waited: it never runs again (a dynamic thread with no
+    // static sensitivity is never triggered by wait()).
+    for (;;) sc_core::wait();
+  }
   current_process_ = process;
   blocked_.erase(key);
   if (hooks_.enter) hooks_.enter(token);
+}
+
+void SystemcPlatform::kill_process(int process) {
+  (void)this->process(process);
+  if (!killed_.insert(process).second) return;
+  // Only one job runs at a time, and a killed process's jobs are killed from elsewhere, so each
+  // of them is suspended in job_wait or spawned and not yet started.
+  for (auto it = blocked_.begin(); it != blocked_.end();) {
+    if (it->second.process != process) {
+      ++it;
+      continue;
+    }
+    dead_jobs_.insert(it->first);
+    ++finished_;
+    it = blocked_.erase(it);
+  }
+  release_process_memory(process);
+  wake_driver();
+}
+
+void SystemcPlatform::release_process_memory(int process) {
+  std::vector<std::uint64_t> held;
+  for (const auto& [addr, owner] : owner_) {
+    if (owner == process) held.push_back(addr);
+  }
+  std::sort(held.begin(), held.end());  // the allocator's state after does not hang on hashing
+  for (const std::uint64_t addr : held) free(addr);
 }
 
 std::vector<SystemcPlatform::BlockedJob> SystemcPlatform::blocked_jobs() const {

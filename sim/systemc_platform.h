@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -67,6 +68,15 @@ class SystemcPlatform final : public impl::Platform {
   void run_as(int process, const std::function<void()>& fn);
   /// Starts `job` as the first job of host process `process`.
   void spawn_as(int process, const std::string& name, std::function<void()> job);
+  /// Kills host process `process` as SIGKILL would: none of its jobs runs again. Each stays
+  /// suspended where it is, counted neither live nor blocked; a job it started that has not run
+  /// yet never starts. The memory it allocated is freed, as the driver frees a dead process's;
+  /// the engines it held are the caller's to abandon. Called from outside the process.
+  void kill_process(int process);
+  /// Frees what `process` allocated and has not freed (the driver at a process's death).
+  void release_process_memory(int process);
+  /// Whether kill_process ended `process`.
+  bool process_killed(int process) const { return killed_.count(process) != 0; }
 
   /// Runs the simulation on the driver until `done()` holds or `timeout` passes; false on
   /// timeout or when nothing is left that could make it hold.
@@ -135,6 +145,9 @@ class SystemcPlatform final : public impl::Platform {
     impl::Time since = 0;
   };
   std::unordered_map<const void*, Blocked> blocked_;  ///< by the job's process object
+  std::set<int> killed_;                              ///< processes kill_process ended
+  std::unordered_map<std::uint64_t, int> owner_;      ///< allocation -> the process that made it
+  std::set<const void*> dead_jobs_;                   ///< their jobs, never resumed
   bool stop_requested_ = false;
 };
 

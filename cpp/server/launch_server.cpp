@@ -247,6 +247,28 @@ void LaunchServer::add(ProgramSpec spec) {
   programs_.push_back(std::move(p));
 }
 
+void LaunchServer::kill_at(const std::string& name, std::uint64_t at) {
+  for (auto& p : programs_) {
+    if (p->spec.name != name) continue;
+    kills_.emplace_back(at, p.get());
+    return;
+  }
+  throw std::invalid_argument("no program named '" + name + "' to kill");
+}
+
+void LaunchServer::kill_due_programs() {
+  for (Program* p : kills_due_) {
+    if (p->exited || p->pid <= 0) continue;
+    ::kill(p->pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(p->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    program_ended(*p, status);
+    platform_.release_process_memory(p->spec.process);  // the driver frees a killed one's
+  }
+  kills_due_.clear();
+}
+
 void LaunchServer::start(Program& p) {
   int out[2];
   int err[2];
@@ -329,6 +351,13 @@ bool LaunchServer::run() {
                              std::strerror(errno));
   }
   for (auto& p : programs_) start(*p);
+  for (const auto& [at, program] : kills_) {
+    platform_.spawn("kill_" + program->spec.name, [this, at = at, program = program] {
+      if (at > platform_.now()) platform_.sleep(at - platform_.now());
+      kills_due_.push_back(program);
+      platform_.wake_driver();
+    });
+  }
 
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<long>(options_.wall_limit_s * 1000));
@@ -341,6 +370,7 @@ bool LaunchServer::run() {
         stall_ = "every program left waits for something that cannot happen";
         break;
       }
+      kill_due_programs();
       send_answers();
       continue;
     }
@@ -410,7 +440,10 @@ void LaunchServer::dispatch() {
 }
 
 bool LaunchServer::advance() {
-  if (!platform_.drive_until([this] { return answered_ > 0; }, impl::kForever)) return false;
+  if (!platform_.drive_until([this] { return answered_ > 0 || !kills_due_.empty(); },
+                             impl::kForever)) {
+    return false;
+  }
   platform_.finish_current_time();
   return true;
 }

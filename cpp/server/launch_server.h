@@ -71,6 +71,11 @@ class LaunchServer {
 
   /// Adds a program (before run); std::invalid_argument for an unknown process or empty argv.
   void add(ProgramSpec spec);
+  /// Kills program `name` with SIGKILL at simulated time `at` (a fault campaign's process kill;
+  /// before run). Time passes only while every program waits, so the kill always finds it
+  /// waiting for an answer: it dies in the same call in every launch. std::invalid_argument
+  /// for an unknown name.
+  void kill_at(const std::string& name, std::uint64_t at);
   /// Starts the programs and serves them until all have ended (true), or none can go on, or
   /// the wall-clock limit passes (false). Their output goes to this process's stdout and
   /// stderr, each line prefixed with "[name] ", written at the barriers in rank order (so
@@ -96,6 +101,7 @@ class LaunchServer {
   /// Ends a thread's calls: its serving job quits.
   void end_thread(Thread& t);
   void program_ended(Program& p, int status);
+  void kill_due_programs();
   void emit_output();
   void dispatch();
   bool advance();
@@ -123,6 +129,8 @@ class LaunchServer {
   std::vector<Unknown> unknown_;  ///< connections before their hello
   int answered_ = 0;
   std::string stall_;
+  std::vector<std::pair<std::uint64_t, Program*>> kills_;  ///< kill_at's, by time
+  std::vector<Program*> kills_due_;                        ///< reached, not yet done
 };
 
 }  // namespace kvsim::cpp

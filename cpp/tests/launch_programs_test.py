@@ -4,6 +4,7 @@ their bytes verified, deterministically, and survive their peers' crashes and ba
 
 Environment: KVSIM_TEST_PREFIX (the installed kvsim), KVSIM_TEST_BUILT (the programs built
 against it)."""
+import json
 import os
 import re
 import subprocess
@@ -89,6 +90,33 @@ def test_a_crash_mid_transfer_gives_the_peer_the_library_errors_not_a_hang():
     assert "[p1] [INFO] control recv: 0" in out  # end of file, not a hang
     assert "[p1] [INFO] unlink: 0x5010B00A" in out  # LLM_UNLINK_FAILED: nobody listens
     assert "[p1] [INFO] forced unlink: 0x0" in out
+
+
+def test_a_fault_campaign_kills_a_program_with_sigkill_while_it_waits(tmp_path):
+    """process_killed on an OS program: the real SIGKILL, at the seed's simulated time, while
+    the program waits for a call (time passes only then), so a seed replays exactly."""
+    plan = tmp_path / "kill.yaml"
+    plan.write_text(
+        "nodes: [{host_ip: 10.0.1.1}, {host_ip: 10.0.1.2}]\n"
+        "processes:\n"
+        f"  - {{name: p0, node: 0, command: {' '.join(PAIRS['pull'][0])}}}\n"
+        f"  - {{name: p1, node: 1, command: {' '.join(PAIRS['pull'][1])}}}\n"
+        "faults: {kinds: [process_killed], processes: [p0], window: [0.0, 0.0005]}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KVSIM_LIB_DIR")}
+    runs = [subprocess.run([os.path.join(PREFIX, "bin", "kvsim"), "launch", "-f", str(plan),
+                            "--faults", "1", "--fault-report", str(tmp_path / f"r{i}.json")],
+                           capture_output=True, text=True, timeout=300, cwd=BUILT, env=env)
+            for i in range(2)]
+    done = runs[0]
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+    assert re.search(r"p0 \(node 0\) was killed by the fault at t=0\.000\d+ s", done.stderr), \
+        done.stderr
+    assert "p0 killed (SIGKILL) at t=0.000" in done.stderr
+    report = json.loads((tmp_path / "r0.json").read_text())
+    assert report["faults"][0]["kind"] == "process_killed"
+    # The sample decoder does not survive its prompt's death: it is the finding, not p0.
+    assert [f["process"] for f in report["findings"]] == ["p1"], report
+    assert done.returncode != 0
 
 
 def test_clocks_sleeps_threads_and_sockets_follow_simulated_time():

@@ -381,6 +381,9 @@ impl::Time seconds_to_time(double seconds, const char* name) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
     throw impl::ValueError(name, "must be a finite number of seconds >= 0");
   }
+  if (seconds >= 9.2e6) {  // simulated time is a 64-bit count of picoseconds
+    throw impl::ValueError(name, "must be below 9.2e6 seconds (2^63 ps of simulated time)");
+  }
   return static_cast<impl::Time>(std::llround(seconds * 1e12));
 }
 

@@ -75,7 +75,32 @@ void bind_hosting(py::module_& m) {
           },
           "process"_a,
           "Finalizes the initialized LLMDataDists of a host process (the library's atexit "
-          "handler); returns how many.");
+          "handler); returns how many.")
+      .def(
+          "kill_process",
+          [](std::shared_ptr<WorldBox> b, int process, const std::string& why) {
+            sim::SystemcPlatform& platform = live(b).platform();
+            try {
+              (void)platform.process(process);
+            } catch (const std::out_of_range& e) {
+              throw impl::ValueError("process", e.what());
+            }
+            if (platform.current_process() == process) {
+              throw impl::ValueError("process", "a process cannot be killed from its own job");
+            }
+            std::vector<DataDistHandle*> ended;
+            for (DataDistHandle* d : b->dists) {
+              if (d->initialized() && d->get().core()->process() == process) {
+                d->get().abandon(why);  // its peers learn of it as of a dead process
+                ended.push_back(d);
+              }
+            }
+            for (DataDistHandle* d : ended) b->initialized.erase(d);
+            platform.kill_process(process);
+          },
+          "process"_a, "why"_a,
+          "Kills a host process as SIGKILL would (a fault): its jobs never run again, its "
+          "LLMDataDists are abandoned without a word to their peers, its memory is freed.");
   m.def(
       "current_process", [] { return live(current_world()).platform().current_process(); },
       "The host process whose code runs (0: the script itself).");

@@ -7,7 +7,7 @@
 
 namespace kvsim::python {
 
-/// Adds World.add_process / process / blocked_jobs / request_stop / finalize_process,
+/// Adds World.add_process / process / blocked_jobs / request_stop / finalize_process, kill_process,
 /// current_process and _set_process_switch to the module.
 void bind_hosting(pybind11::module_& m);
 

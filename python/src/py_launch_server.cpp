@@ -59,6 +59,18 @@ void bind_launch_server(py::module_& m) {
           "Adds a program: its host process in the world, command, complete environment "
           "(NAME=VALUE) and working directory.")
       .def(
+          "kill_at",
+          [](ServerBox& b, const std::string& name, std::uint64_t at_ps) {
+            live(b.world);
+            try {
+              b.server->kill_at(name, at_ps);
+            } catch (const std::invalid_argument& e) {
+              throw impl::ValueError("name", e.what());
+            }
+          },
+          "name"_a, "at_ps"_a,
+          "Kills program `name` with SIGKILL at simulated time `at_ps` (before run).")
+      .def(
           "run",
           [](ServerBox& b) {
             live(b.world);

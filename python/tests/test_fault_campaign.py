@@ -1,5 +1,5 @@
-"""kvsim launch --faults: seeded link faults on launched programs, the verdict on what they did
-not handle, campaigns over many seeds, and the fault plan's errors."""
+"""kvsim launch --faults: seeded link faults and process kills on launched programs, the verdict
+on what they did not handle, campaigns over many seeds, and the fault plan's errors."""
 import json
 import os
 import subprocess
@@ -53,7 +53,8 @@ def test_a_bad_fault_plan_names_file_line_and_key(tmp_path):
                       ("{count: 0}", "faults.count: 0 is out of range"),
                       ("{factor: 2}", "faults.factor: 2.0 must be in (0, 1]"),
                       ("{scope: rack}", "faults.scope: 'rack' is not 'node' or 'nic'"),
-                      ("{often: 1}", "faults.often: unknown key")):
+                      ("{often: 1}", "faults.often: unknown key"),
+                      ("{processes: []}", "faults.processes: no processes")):
         path.write_text(f"processes: [{{command: python3 x.py}}]\nfaults: {plan}\n")
         with pytest.raises(LaunchError, match=r"launch\.yaml:2: " + why.replace("[", r"\[")
                            .replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
@@ -110,6 +111,53 @@ def test_a_campaign_finds_the_careless_program_and_clears_the_careful_one(tmp_pa
     assert [r["faults"] for r in summary["results"]] == \
         [r["faults"] for r in json.loads(
             (tmp_path / "careless" / "fault_campaign.json").read_text())["results"]]
+
+
+def test_process_kills_draw_their_victims_from_the_plan_and_name_unknown_ones():
+    plan = faults.FaultPlan(kinds=("process_killed",), count=6, window=(0.01, 0.02),
+                            processes=("prompt",))
+    drawn = faults.draw(plan, 7, [], ["prompt", "decoder"])
+    assert drawn == faults.draw(plan, 7, [], ["prompt", "decoder"])
+    assert {faults.victim(f) for f in drawn} == {"prompt"}
+    assert all(f.links == [] and 0.01 <= f.at <= 0.02 for f in drawn)
+    anyone = faults.draw(faults.FaultPlan(kinds=("process_killed",), count=20), 7, [],
+                         ["prompt", "decoder"])
+    assert {faults.victim(f) for f in anyone} == {"prompt", "decoder"}
+    assert "process prompt killed (SIGKILL) at t=" in drawn[0].describe()
+    with pytest.raises(LaunchError, match="no process named 'router'.*prompt, decoder"):
+        faults.check_processes(faults.FaultPlan(processes=("router",)), ["prompt", "decoder"])
+    # Link kinds only: the draws of existing plans are what they were before kills existed.
+    links = [("node 0", ["roce n0d0"]), ("node 1", ["roce n1d0"])]
+    assert faults.draw(faults.FaultPlan(count=3), 5, links) == \
+        faults.draw(faults.FaultPlan(count=3), 5, links, ["prompt", "decoder"])
+
+
+def test_a_kill_campaign_finds_the_careless_programs_and_clears_the_careful_ones(tmp_path):
+    careless = launch("-f", "careless_kills.yaml", "--faults", "1-4", "-j", "2",
+                      "--output-dir", str(tmp_path / "careless"))
+    assert careless.returncode == 1, careless.stderr
+    summary = json.loads((tmp_path / "careless" / "fault_campaign.json").read_text())
+    assert summary["unhandled"] >= 1
+    for r in summary["results"]:
+        victim = faults.victim(faults.Fault(**{k: v for k, v in r["faults"][0].items()
+                                               if k != "describe"}))
+        # The killed process is the fault, never a finding; the survivor's end is.
+        assert all(f["process"] != victim for f in r["findings"]), r
+    careful = launch("-f", "careful_kills.yaml", "--faults", "1-4", "-j", "2",
+                     "--output-dir", str(tmp_path / "careful"))
+    assert careful.returncode == 0, careful.stderr
+    assert "4 seeds, 0 with an unhandled fault" in careful.stderr
+    seed_dir = tmp_path / "careful" / "seed-1"
+    report = json.loads((seed_dir / "faults.json").read_text())
+    assert report["faults"][0]["kind"] == "process_killed" and report["findings"] == []
+
+
+def test_a_killed_process_replays_exactly_and_its_peer_sees_the_library_error(tmp_path):
+    runs = [launch("-f", "careful_kills.yaml", "--faults", "3") for _ in range(2)]
+    assert runs[0].returncode == 0, runs[0].stderr
+    assert runs[0].stderr == runs[1].stderr
+    assert "was killed by the fault at t=" in runs[0].stderr
+    assert "every injected fault was handled" in runs[0].stderr
 
 
 def test_seeds_replace_the_campaigns_options_but_never_the_programs_words():

@@ -94,9 +94,33 @@ def test_link_faults_from_python_reach_the_api_as_the_library_reports_them(pair)
     (("roce n0d0", 0.0, "flap"), "kind", "must be 'down', 'up' or 'degrade'"),
     (("roce n0d0", 0.0, "degrade", 0.0), "factor", "must be in (0, 1]"),
     (("roce n0d0", float("nan"), "down"), "at", "finite number of seconds"),
+    (("roce n0d0", 1e30, "down"), "at", "below 9.2e6 seconds"),
 ])
 def test_bad_link_events_name_the_argument_and_change_nothing(world, args, argument, rule):
     with pytest.raises(ValueError) as e:
         world.schedule_link_event(*args)
     assert argument in str(e.value) and rule in str(e.value)
     assert world.inventory()["open_batches"] == 0
+
+
+def test_killing_a_process_names_a_bad_one_and_frees_what_it_held(world):
+    """World.kill_process (a fault campaign's process_killed): an unknown process is a
+    ValueError naming the argument; a killed one's memory is freed and its jobs never run."""
+    with pytest.raises(ValueError) as e:
+        world.kill_process(42, "test")
+    assert "process" in str(e.value)
+    victim = world.add_process("victim", 0, [0])
+    ran = []
+
+    def program():
+        kvsim.alloc(0, 1 << 20)
+        kvsim.sleep(0.001)
+        ran.append("after the kill")  # never: killed while it slept
+
+    kvsim._core.spawn_process(victim, program, "victim")
+    kvsim.sleep(0.0005)
+    assert sum(world.inventory()["memory_bytes"]) == 1 << 20
+    world.kill_process(victim, "test")
+    kvsim.sleep(0.002)
+    assert ran == [] and sum(world.inventory()["memory_bytes"]) == 0
+    assert world.inventory()["live_jobs"] == 0

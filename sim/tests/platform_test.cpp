@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 
 #include "model/preset.h"
 #include "model/sim_kernel.h"
@@ -153,6 +154,55 @@ TEST_F(PlatformTest, EscapedJobExceptionsAreRecorded) {
   ASSERT_EQ(platform_->job_failures().size(), 1u);
   EXPECT_NE(platform_->job_failures()[0].find("boom"), std::string::npos);
   const_cast<std::vector<std::string>&>(platform_->job_failures()).clear();
+}
+
+TEST_F(PlatformTest, AKilledProcessNeverRunsAgainAndItsMemoryIsFreed) {
+  const int victim = platform_->add_process({"victim", 0, {0}});
+  const int other = platform_->add_process({"other", 1, {8}});
+  std::optional<std::uint64_t> src, dst;
+  platform_->run_as(victim,
+                    [&] { src = platform_->allocate(0, impl::Placement::DEVICE, 64 << 20, 0); });
+  platform_->run_as(other,
+                    [&] { dst = platform_->allocate(8, impl::Placement::DEVICE, 64 << 20, 0); });
+  ASSERT_TRUE(src && dst);
+  int woke = 0;
+  bool late_start = false;
+  auto forever = platform_->make_signal();
+  platform_->spawn_as(victim, "sleeper", [&] {
+    platform_->sleep(10 * kUs);
+    ++woke;  // once, before the kill
+    platform_->sleep(100 * kUs);
+    ++woke;  // never: the process was killed while this job slept
+  });
+  platform_->spawn_as(victim, "waiter", [&] {
+    forever->wait_for(kForever);  // never set: still blocked when the process dies
+    ++woke;
+  });
+  impl::CopyOutcome outcome;
+  auto copied = platform_->make_signal();
+  platform_->spawn_as(other, "puller", [&] {  // reads the victim's memory across the nodes
+    platform_->post(8, -1, {{*src, *dst, 64 << 20}}, [&](const impl::CopyOutcome& o) {
+      outcome = o;
+      copied->set();
+    });
+  });
+  platform_->spawn("killer", [&] {
+    platform_->sleep(20 * kUs);
+    platform_->kill_process(victim);
+    platform_->spawn_as(victim, "too_late", [&] { late_start = true; });
+  });
+  ASSERT_TRUE(copied->wait_for(kForever));
+  platform_->run_until_idle();
+  EXPECT_EQ(woke, 1);
+  EXPECT_FALSE(late_start);
+  EXPECT_TRUE(platform_->process_killed(victim));
+  EXPECT_FALSE(platform_->process_killed(other));
+  EXPECT_EQ(platform_->live_jobs(), 0u);  // the killed jobs count as ended
+  EXPECT_TRUE(platform_->blocked_jobs().empty());
+  EXPECT_FALSE(platform_->locate(*src, 1));  // freed, as the driver frees a dead process's
+  EXPECT_TRUE(platform_->locate(*dst, 1));   // the other process's memory stays
+  EXPECT_FALSE(outcome.ok);  // a copy reading the freed memory fails, it does not crash
+  EXPECT_NE(outcome.error.find("not allocated"), std::string::npos) << outcome.error;
 }
 
 TEST_F(PlatformTest, AddressingFollowsThePreset) {

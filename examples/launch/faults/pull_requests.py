@@ -3,15 +3,19 @@ step, as a serving engine does; the prompt waits until the decoder is done. Writ
 
 - careless (the default): every call is assumed to succeed. A link fault during a pull raises
   LLMException out of the decoder, which dies without telling the prompt, and the prompt waits
-  at its barrier forever.
+  at its barrier until the group's timeout. If either process dies, the other does too.
 - careful (--careful): a pull that fails with a transient status (the link went down, a
-  timeout) is retried after a pause, up to a deadline; every pulled row is checked; the decoder
-  always tells the prompt it is done and always unlinks and finalizes.
+  timeout) is retried after a pause, up to a deadline; past it the prompt counts as lost and the
+  requests not pulled are left to be recomputed, as a serving engine falls back to prefill;
+  every pulled row is checked; barriers give up after a bound; both sides always clean up
+  (unlink, unregister, finalize).
 
-Run either under seeded link faults (the launch files hold the hosts and the fault plan):
+Run either under seeded faults (the launch files hold the hosts and the fault plan):
 
-    kvsim launch -f careless.yaml --faults 1-8
+    kvsim launch -f careless.yaml --faults 1-8         # link outages and slow links
     kvsim launch -f careful.yaml --faults 1-8
+    kvsim launch -f careless_kills.yaml --faults 1-8   # the prompt or the decoder killed
+    kvsim launch -f careful_kills.yaml --faults 1-8
 """
 import argparse
 import datetime
@@ -34,6 +38,7 @@ REQUESTS = list(range(100, 120))
 STEP = 0.002                    # a decode step between pulls (simulated seconds)
 TRANSIENT = {LLMStatusCode.LLM_SUSPECT_REMOTE_ERROR, LLMStatusCode.LLM_TIMEOUT}
 RETRY_PAUSE, RETRY_FOR = 0.005, 1.0
+PEER_WAIT = datetime.timedelta(seconds=30)  # how long a careful side waits for the other
 
 
 def row(request, tensor):
@@ -45,30 +50,54 @@ def desc(rows):
     return CacheDesc(2 * LAYERS, [rows, ROW_ELEMS], DataType.DT_INT8, Placement.DEVICE)
 
 
-def prompt(datadist):
+def meet(careful, what):
+    """A barrier with the other process; a careful side gives up after PEER_WAIT (False)."""
+    if not careful:
+        dist.barrier()
+        return True
+    try:
+        dist.monitored_barrier(timeout=PEER_WAIT)
+        return True
+    except RuntimeError as e:
+        logging.info("the other side never reached '%s' (%s)", what, e)
+        return False
+
+
+def prompt(datadist, careful):
     tensors = [torch.stack([row(r, t) for r in REQUESTS]).npu() for t in range(2 * LAYERS)]
     keys = [CacheKey(prompt_cluster_id=1, req_id=r) for r in REQUESTS]
     cache = datadist.cache_manager.register_cache(desc(len(REQUESTS)),
                                                   [t.data_ptr() for t in tensors], keys)
-    dist.barrier()  # rows ready, listening
-    dist.barrier()  # the decoder is done
-    datadist.cache_manager.unregister_cache(cache.cache_id)
-    datadist.finalize()
+    try:
+        if meet(careful, "rows ready"):
+            meet(careful, "decoder done")
+    finally:
+        if careful:
+            datadist.cache_manager.unregister_cache(cache.cache_id)
+            datadist.finalize()
+    if not careful:
+        datadist.cache_manager.unregister_cache(cache.cache_id)
+        datadist.finalize()
 
 
 def pull(manager, request, cache, careful):
+    """Pulls one request's rows; False when a careful decoder gives the prompt up for lost."""
     if not careful:
         manager.pull_cache(CacheKey(prompt_cluster_id=1, req_id=request), cache, batch_index=0)
-        return
+        return True
     deadline = time.monotonic() + RETRY_FOR
     while True:
         try:
             manager.pull_cache(CacheKey(prompt_cluster_id=1, req_id=request), cache,
                                batch_index=0)
-            return
+            return True
         except LLMException as e:
-            if e.status_code not in TRANSIENT or time.monotonic() > deadline:
+            if e.status_code not in TRANSIENT:
                 raise
+            if time.monotonic() > deadline:
+                logging.info("pull of request %d still fails (%s) after %.1f s: the prompt is "
+                             "lost", request, e.status_code, RETRY_FOR)
+                return False
             logging.info("pull of request %d failed (%s); retrying", request, e.status_code)
             time.sleep(RETRY_PAUSE)
 
@@ -81,21 +110,30 @@ def decoder(datadist, careful):
     info.remote_cluster_id = 1
     info.append_local_ip_info(DECODER_HOST, 0)
     info.append_remote_ip_info(PROMPT_HOST, PORT)
-    dist.barrier()  # rows ready, the prompt listens
-    ret, _ = datadist.link_clusters([info], timeout=3000)
-    if ret != LLMStatusCode.LLM_SUCCESS:
-        raise RuntimeError(f"link_clusters failed: {ret}")
+    pulled = 0
     try:
+        if not meet(careful, "rows ready"):  # the prompt listens once it is there
+            return
+        ret, _ = datadist.link_clusters([info], timeout=3000)
+        if ret != LLMStatusCode.LLM_SUCCESS:
+            if careful:
+                logging.info("link_clusters failed (%s): the prompt is lost", ret)
+                return
+            raise RuntimeError(f"link_clusters failed: {ret}")
         for request in REQUESTS:
             time.sleep(STEP)
-            pull(manager, request, cache, careful)
+            if not pull(manager, request, cache, careful):
+                break
             for t, tensor in enumerate(tensors):
                 if not torch.equal(tensor.cpu()[0], row(request, t)):
                     raise RuntimeError(f"request {request}, tensor {t}: wrong bytes")
-        logging.info("pulled and checked %d requests", len(REQUESTS))
+            pulled += 1
+        logging.info("pulled and checked %d requests", pulled)
     finally:
         if careful:
-            dist.barrier()  # done, even after a failure
+            if pulled < len(REQUESTS):
+                logging.info("%d requests left to recompute", len(REQUESTS) - pulled)
+            meet(careful, "decoder done")  # done, even after a failure
             datadist.unlink_clusters([info], timeout=3000, force=True)
             manager.unregister_cache(cache.cache_id)
             datadist.finalize()
@@ -123,7 +161,7 @@ def main():
     if rank == 0:
         config.listen_ip_info = f"{PROMPT_HOST}:{PORT}"
     datadist.init(config.generate_options())
-    (prompt(datadist) if rank == 0 else decoder(datadist, args.careful))
+    (prompt(datadist, args.careful) if rank == 0 else decoder(datadist, args.careful))
 
 
 if __name__ == "__main__":

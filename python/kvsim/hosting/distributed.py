@@ -238,9 +238,9 @@ def _group(group):
     return state, (group if group is not None else state.group)
 
 
-def _collective(kind, group, value):
-    """Runs one collective: contributes `value`, waits for every member, returns all inputs by
-    group rank."""
+def _collective(kind, group, value, timeout=None):
+    """Runs one collective: contributes `value`, waits for every member (for `timeout` seconds,
+    default the group's), returns all inputs by group rank."""
     state, group = _group(group)
     if state.rank not in group.ranks:
         raise RuntimeError(f"kvsim launch: rank {state.rank} is not a member of {group}")
@@ -260,9 +260,10 @@ def _collective(kind, group, value):
         del group.ops[seq]
     _waiting(f"torch.distributed.{kind} ({group}: {len(op.inputs)} of {len(group.ranks)} "
              "arrived)")
-    if not op.done.wait(group.timeout):
+    limit = group.timeout if timeout is None else timeout
+    if not op.done.wait(limit):
         missing = sorted(group.ranks[r] for r in set(range(len(group.ranks))) - set(op.inputs))
-        raise RuntimeError(f"[kvsim gloo] Timed out waiting {int(group.timeout * 1000)}ms for "
+        raise RuntimeError(f"[kvsim gloo] Timed out waiting {int(limit * 1000)}ms for "
                            f"{kind} of {group} (missing ranks: {missing})")
     _waiting("")
     kvsim.sleep(COLLECTIVE_LATENCY)
@@ -281,8 +282,10 @@ def barrier(group=None, async_op=False, device_ids=None):
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
-    """barrier (kvsim reports missing ranks in every timeout)."""
-    return barrier(group)
+    """barrier that gives up after `timeout` (default: the group's), with RuntimeError naming
+    the missing ranks (kvsim names them all, as wait_all_ranks=True does)."""
+    _collective("barrier", group, None,
+                None if timeout is None else _timeout_seconds(timeout))
 
 
 def broadcast(tensor, src, group=None, async_op=False):

@@ -122,6 +122,7 @@ class Process:
         self.atexit = []
         self.exit_code = None
         self.ended_ps = None
+        self.killed = False               # ended by Runtime.kill
         self.rng = random.Random(runtime.seed * 1000003 + rank)
         self.context = None
         copy = (lambda kind: open(os.path.join(output_dir, f"{name}.{kind}"), "w")) \
@@ -386,6 +387,23 @@ class Runtime:
             traceback.print_exc()
             proc.exit_code = 1
         self._finish(proc)
+
+    def kill(self, proc):
+        """Ends a hosted program as SIGKILL would (a fault campaign's process_killed): no more of
+        its code runs, no atexit handler, its engines vanish without a word to their peers and
+        the driver frees its memory. False if it had already ended."""
+        if proc.finished:
+            return False
+        if proc.context is not None:
+            npu.release_process_memory(proc.context.state)
+        self.world.kill_process(proc.sim_id, f"the process of '{proc.name}' was killed")
+        proc.exit_code = 128 + signal.SIGKILL
+        proc.killed = True
+        proc.atexit = []
+        proc.ended_ps = _core.now_ps()
+        proc.stdout.close()
+        proc.stderr.close()
+        return True
 
     def _finish(self, proc):
         """atexit handlers, then the library's own (llm_datadist finalizes at exit)."""

@@ -1,9 +1,12 @@
 """Seeded fault campaigns on launched programs (kvsim launch --faults SEEDS).
 
-A seed draws a fault schedule from the plan: `count` faults of the plan's kinds, each on the
-RoCE links of a node that runs one of the launch's processes (scope "node": its switch port or
-cable, so every path in and out of the node) or on one NIC of such a node (scope "nic"), starting
-at a time drawn from the window and lasting a drawn duration. The schedule goes into the world
+A seed draws a fault schedule from the plan: `count` faults of the plan's kinds. A link fault
+takes down or degrades the RoCE links of a node that runs one of the launch's processes (scope
+"node": its switch port or cable, so every path in and out of the node) or one NIC of such a node
+(scope "nic"), starting at a time drawn from the window and lasting a drawn duration. A process
+kill ends one of the plan's processes (default: any) with SIGKILL at a time drawn from the
+window: no more of its code runs, its engines vanish without a word to their peers, and the
+driver frees its device memory. The schedule goes into the world
 before the programs start, so a seed replays exactly (simulated time, seeded draws). After the
 launch, the verdict lists what the programs did not handle: a process that ended with an error
 (an uncaught exception), one that never ended (a hang), or the world left holding memory,
@@ -20,7 +23,8 @@ from typing import List, Tuple
 
 from kvsim.launch.spec import LaunchError
 
-KINDS = ("link_down", "link_degraded")
+KINDS = ("link_down", "link_degraded", "process_killed")
+KILLED = 128 + 9  # the exit status of a process killed by SIGKILL
 MAX_SEEDS = 10_000
 MAX_FAULTS = 1_000
 
@@ -34,19 +38,22 @@ class FaultPlan:
     duration: Tuple[float, float] = (0.001, 0.05)
     factor: float = 0.1                         # link_degraded: fraction of the bandwidth left
     scope: str = "node"                         # "node": all of a node's NICs; "nic": one NIC
+    processes: Tuple[str, ...] = ()             # process_killed: who may die (empty: anyone)
 
 
 @dataclasses.dataclass
 class Fault:
     """One injected fault."""
     kind: str
-    target: str          # "node 1" or "roce n1d3"
-    links: List[str]     # the world's links it takes down or degrades
+    target: str          # "node 1", "roce n1d3" or "process decode"
+    links: List[str]     # the world's links it takes down or degrades (none for a kill)
     at: float
     until: float
     factor: float = 1.0
 
     def describe(self):
+        if self.kind == "process_killed":
+            return f"{self.target} killed (SIGKILL) at t={self.at:.6f} s"
         what = ("down" if self.kind == "link_down"
                 else f"degraded to {self.factor:g} of their bandwidth")
         where = f"{self.target}'s RoCE links" if self.target.startswith("node") else self.target
@@ -77,7 +84,8 @@ def parse_seeds(text):
 
 def plan_from_node(node):
     """A FaultPlan from the launch file's `faults` mapping (spec._Node); errors name the key."""
-    fields = node.mapping({"kinds", "window", "count", "duration", "factor", "scope"})
+    fields = node.mapping({"kinds", "window", "count", "duration", "factor", "scope",
+                           "processes"})
     plan = FaultPlan()
     if "kinds" in fields:
         kinds = tuple(item.text() for item in fields["kinds"].sequence())
@@ -102,6 +110,11 @@ def plan_from_node(node):
             fields["scope"].fail(f"{plan.scope!r} is not 'node' or 'nic'")
     if "count" in fields:
         plan.count = fields["count"].integer(1, MAX_FAULTS)
+    if "processes" in fields:
+        names = tuple(item.text() for item in fields["processes"].sequence())
+        if not names:
+            fields["processes"].fail("no processes (leave the key out to let any process die)")
+        plan.processes = names
     if "factor" in fields:
         plan.factor = fields["factor"].number(0.0)
         if not 0 < plan.factor <= 1:
@@ -122,15 +135,31 @@ def targets(world, nodes, scope):
     return out
 
 
-def draw(plan, seed, candidates) -> List[Fault]:
-    """The faults of one seed, in time order (the same seed, plan and candidates: the same
-    faults). `candidates`: targets()."""
-    if not candidates:
+def check_processes(plan, names):
+    """LaunchError unless every process the plan may kill is one of the launch's `names`."""
+    for name in plan.processes:
+        if name not in names:
+            raise LaunchError(f"faults: processes: no process named {name!r} in the launch "
+                              f"(its processes: {', '.join(names)})")
+
+
+def draw(plan, seed, candidates, processes=()) -> List[Fault]:
+    """The faults of one seed, in time order (the same seed, plan, candidates and processes: the
+    same faults). `candidates`: targets(); `processes`: the launch's process names, in order."""
+    victims = list(plan.processes or processes)
+    if not candidates and any(k != "process_killed" for k in plan.kinds):
         raise LaunchError("--faults: the launch's nodes have no RoCE link to fail")
+    if not victims and "process_killed" in plan.kinds:
+        raise LaunchError("--faults: the launch has no process to kill")
     rng = random.Random(seed)
     drawn = []
     for _ in range(plan.count):
         kind = rng.choice(plan.kinds)
+        if kind == "process_killed":
+            victim = rng.choice(victims)
+            at = rng.uniform(*plan.window)
+            drawn.append((at, 0.0, kind, f"process {victim}", []))
+            continue
         target, links = rng.choice(candidates)
         at = rng.uniform(*plan.window)
         drawn.append((at, rng.uniform(*plan.duration), kind, target, list(links)))
@@ -146,7 +175,8 @@ def draw(plan, seed, candidates) -> List[Fault]:
 
 
 def inject(world, faults, start):
-    """Schedules the faults, `start` seconds being the launch's time zero."""
+    """Schedules the link faults, `start` seconds being the launch's time zero (process kills
+    are the launcher's: victim())."""
     for f in faults:
         for link in f.links:
             if f.kind == "link_down":
@@ -156,11 +186,19 @@ def inject(world, faults, start):
             world.schedule_link_event(link, start + f.until, "up")
 
 
-def verdict(ends, world_after):
+def victim(fault):
+    """The process a process_killed fault kills (None for a link fault)."""
+    return fault.target[len("process "):] if fault.kind == "process_killed" else None
+
+
+def verdict(ends, world_after, killed=()):
     """What the programs did not handle. `ends`: (name, exit code or None, last error line) per
-    process; `world_after`: the world's inventory once the launch ended."""
+    process; `world_after`: the world's inventory once the launch ended; `killed`: the processes
+    a fault killed (their SIGKILL status is the fault's, not a finding)."""
     findings = []
     for name, code, error in ends:
+        if name in killed and code == KILLED:
+            continue
         if code is None:
             findings.append({"kind": "hang", "process": name, "detail": "did not end"})
         elif code != 0:

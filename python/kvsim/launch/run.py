@@ -241,7 +241,9 @@ class Launch:
         if spec.fault_seed is not None:
             plan = spec.fault_plan or faults.FaultPlan()
             candidates = faults.targets(world, [ps.node for ps in spec.processes], plan.scope)
-            self.faults = faults.draw(plan, spec.fault_seed, candidates)
+            names = [ps.name for ps in spec.processes]
+            faults.check_processes(plan, names)
+            self.faults = faults.draw(plan, spec.fault_seed, candidates, names)
             faults.inject(world, self.faults, world.now_ps * 1e-12)
             if not spec.output_dir:  # the verdict reads each process's last error line
                 spec.output_dir = tempfile.mkdtemp(prefix="kvsim-faults-out-")
@@ -304,6 +306,7 @@ class Launch:
             processes.append(proc)
         self.processes = processes
         self.server = server
+        self._schedule_kills(world.now_ps)
         if processes:
             runtime.install()
             for proc in processes:
@@ -322,13 +325,36 @@ class Launch:
             if processes:
                 runtime.uninstall()
         sys.stderr.write(report)
-        codes = [NOT_ENDED if p.exit_code is None else p.exit_code for p in processes]
+        killed = {faults.victim(f) for f in self.faults}  # their status is the fault's
+        codes = [NOT_ENDED if p.exit_code is None else p.exit_code for p in processes
+                 if not (p.name in killed and p.exit_code == faults.KILLED)]
         if server is not None:
             codes += [NOT_ENDED if e["exit_code"] is None else e["exit_code"]
-                      for e in server.ends()]
+                      for e in server.ends()
+                      if not (e["name"] in killed and e["exit_code"] == faults.KILLED)]
         if spec.fault_seed is not None and self._fault_verdict():
             return max(codes + [1])
-        return max(codes)
+        return max(codes, default=0)
+
+    def _schedule_kills(self, start_ps):
+        """The seed's process kills: an OS program is killed by the server (SIGKILL), a hosted
+        one by a job of the launcher at that simulated time (Runtime.kill)."""
+        from kvsim import _core
+        hosted = {p.name: p for p in self.processes}
+        for f in self.faults:
+            name = faults.victim(f)
+            if name is None:
+                continue
+            at_ps = start_ps + round(f.at * 1e12)
+            if name not in hosted:
+                self.server.kill_at(name, at_ps)
+                continue
+
+            def kill(proc=hosted[name], at_ps=at_ps):
+                if at_ps > _core.now_ps():
+                    _core.sleep((at_ps - _core.now_ps()) * 1e-12)
+                self.runtime.kill(proc)
+            _core.spawn(kill, f"kill_{name}")
 
     def _fault_verdict(self):
         """Prints (and writes, with --fault-report) what the programs did not handle."""
@@ -338,7 +364,8 @@ class Launch:
             ends += [(e["name"], e["exit_code"]) for e in self.server.ends()]
         ends = [(name, code, faults.last_error_line(os.path.join(spec.output_dir, name + ".err"))
                  if code else "") for name, code in ends]
-        findings = faults.verdict(ends, self.world.inventory())
+        killed = {faults.victim(f) for f in self.faults} - {None}
+        findings = faults.verdict(ends, self.world.inventory(), killed)
         replay = faults.replay_command(self.argv, spec.fault_seed)
         sys.stderr.write("\n".join(faults.report_lines(spec.fault_seed, self.faults, findings,
                                                         replay)) + "\n")
@@ -380,8 +407,11 @@ class Launch:
         by_rank = [(p.rank, p.name, p.node, p.exit_code, p.ended_ps) for p in self.processes]
         by_rank += [(rank, name, node, ends[name]["exit_code"], ends[name]["ended_ps"])
                     for rank, name, node in self.programs]
+        killed = {faults.victim(f) for f in getattr(self, "faults", ())}
         for _, name, node, code, ended_ps in sorted(by_rank):
             status = ("did not end" if code is None else
+                      f"was killed by the fault at t={ended_ps * 1e-12:.6f} s"
+                      if code == faults.KILLED and name in killed else
                       f"exited {code} at t={ended_ps * 1e-12:.6f} s")
             lines.append(f"kvsim launch: {name} (node {node}) {status}")
         return "\n".join(lines) + "\n"
