@@ -190,6 +190,9 @@ void remove_cache_key(DataDistCore& core, const CacheKey& key) {
   const auto found = core.caches().find_key(key);
   if (!found) return;
   CacheEntry* e = core.caches().find_any(found->first);
+  // hixl cache_mgr/cache_manager.cc CacheManager::RemoveCacheKey: SUCCESS without removing
+  // anything for a registered cache ("does not operate on registered cache").
+  if (e->registered) return;
   e->row_keys[found->second].reset();
   if (!e->release_pending) return;
   for (const std::optional<CacheKey>& k : e->row_keys) {

@@ -52,8 +52,8 @@ void deallocate_cache(DataDistCore& core, std::int64_t cache_id);
 /// deallocate_blocks_cache: frees at once; no-op for a missing cache.
 void deallocate_blocks_cache(DataDistCore& core, std::int64_t cache_id);
 
-/// remove_cache_key: drops a row key (no-op if absent, §4) and frees a cache pending release
-/// once no key is left.
+/// remove_cache_key: drops a row key of an allocated cache (no-op if absent, §4, or if the cache
+/// is registered) and frees a cache pending release once no key is left.
 void remove_cache_key(DataDistCore& core, const CacheKey& key);
 
 }  // namespace kvsim::impl

@@ -50,8 +50,9 @@ std::optional<std::pair<int, int>> Model::find_key(int process, const ModelKey& 
 void Model::remove_key(int process, const ModelKey& key) {
   const auto found = find_key(process, key);
   if (!found) return;
-  used_keys.push_back(key);
   ModelCache& c = caches[static_cast<std::size_t>(found->first)];
+  if (!c.allocated) return;  // CacheManager::RemoveCacheKey leaves a registered cache's keys
+  used_keys.push_back(key);
   c.row_keys[static_cast<std::size_t>(found->second)].reset();
   if (c.pending && !c.has_keys()) c.pending = false;
 }

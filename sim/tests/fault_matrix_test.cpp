@@ -224,10 +224,31 @@ const std::vector<Cell>& cells() {
        "two tasks run one after the other (§3.4 mutex)"},
       {"transfer_cache_async", Fault::kInterrupt, "task SUCCESS, results [None]",
        "the job thread dies and synchronize() skips None (§3.2 [I]); kvsim adds a diagnostic"},
+      {"allocate_blocks_cache", Fault::kDownBefore, "ok", "local to the process"},
+      {"allocate_blocks_cache", Fault::kOutOfMemory, "raises OUT_OF_MEMORY",
+       "larger than the 16 MiB pool (§5)"},
+      {"allocate_blocks_cache", Fault::kRepeated, "ok", "each call takes new pool memory"},
+      {"deallocate_blocks_cache", Fault::kDownBefore, "ok", "local to the process"},
+      {"deallocate_blocks_cache", Fault::kBadAddress, "ok", "an unknown cache id is ignored [I]"},
+      {"deallocate_blocks_cache", Fault::kRepeated, "ok", "a cache already freed is ignored"},
+      {"remove_cache_key", Fault::kDownBefore, "ok",
+       "the deallocated cache's memory goes with its last key (§4)"},
+      {"remove_cache_key", Fault::kBadAddress, "ok",
+       "a registered cache's key is left as it is (CacheManager::RemoveCacheKey)"},
+      {"remove_cache_key", Fault::kRepeated, "ok",
+       "an absent key is SUCCESS (CacheManager::RemoveCacheKey)"},
       // Local copies never touch the link.
       {"copy_cache", Fault::kDownBefore, "ok", "a copy inside the device"},
       {"copy_cache", Fault::kBadAddress, "raises KV_CACHE_NOT_EXIST", "an unknown cache id"},
       {"copy_cache", Fault::kRepeated, "ok", "copying twice writes the same bytes"},
+      {"copy_blocks", Fault::kDownBefore, "ok", "a copy inside the device"},
+      {"copy_blocks", Fault::kBadAddress, "raises PARAM_INVALID",
+       "a block index past the cache's blocks"},
+      {"copy_blocks", Fault::kRepeated, "ok", "copying twice writes the same bytes"},
+      {"swap_blocks", Fault::kDownBefore, "ok", "host and device of one node: no link"},
+      {"swap_blocks", Fault::kBadAddress, "raises PARAM_INVALID",
+       "device to device is not a swap (v2 cache_manager.py swap_blocks)"},
+      {"swap_blocks", Fault::kRepeated, "ok", "swapping twice writes the same bytes"},
       // The comm-domain API: link() returns at once; query_register_mem_status tells the end.
       {"link (comm domain)", Fault::kDownBefore, "FAILED",
        "the members' NICs cannot connect over a down path [I]"},
@@ -768,6 +789,102 @@ std::string FaultMatrix::run_cell(const Cell& cell) {
       out = outcome_of([&] { pm().copy_cache(dst, psrc_.view); });
     if (out == "ok") {
       EXPECT_TRUE(same_bytes(snapshot(other), snapshot(psrc_)));
+    }
+  } else if (call == "allocate_blocks_cache") {
+    const impl::CacheDesc big = int8_desc(4, 2, 4 * static_cast<std::int64_t>(kMiB));  // 32 MiB
+    out = outcome_of([&] { pm().allocate_blocks_cache(f == Fault::kOutOfMemory ? big : small_); });
+    if (f == Fault::kRepeated && out == "ok") {
+      before = take_inventory(world_);
+      out = outcome_of([&] { pm().allocate_blocks_cache(small_); });
+    }
+  } else if (call == "deallocate_blocks_cache") {
+    const impl::CacheView c = pm().allocate_blocks_cache(small_);
+    before = take_inventory(world_);
+    impl::CacheView target = c;
+    if (f == Fault::kBadAddress) target.cache_id = 999;
+    out = outcome_of([&] { pm().deallocate_blocks_cache(target); });
+    if (f == Fault::kRepeated && out == "ok") {
+      out = outcome_of([&] { pm().deallocate_blocks_cache(c); });
+    }
+    if (f == Fault::kBadAddress) {
+      EXPECT_EQ(describe_difference(before, take_inventory(world_)), "");
+      pm().deallocate_blocks_cache(c);
+    }
+  } else if (call == "remove_cache_key") {
+    // D pulls P's rows by key; a removed key can no longer be pulled (§4).
+    const impl::CacheKey key{1, 77, 0};
+    auto pull_by_key = [&](const TestCache& into) {
+      return outcome_of([&] { d_->cache_manager().pull_cache(key, into.view); });
+    };
+    if (f == Fault::kBadAddress) {  // the key of a registered cache
+      const TestCache keyed = register_cache(*p_, 0, small_, 11, false, std::nullopt, {key});
+      extra_memory_ = keyed.addrs;
+      const TestCache into = register_cache(*d_, 8, small_, 12);
+      before = take_inventory(world_);
+      out = outcome_of([&] { pm().remove_cache_key(key); });
+      EXPECT_EQ(describe_difference(before, take_inventory(world_)), "");
+      EXPECT_EQ(pull_by_key(into), "ok") << "the key stays";
+      d_->cache_manager().unregister_cache(into.view.cache_id);
+      for (std::uint64_t a : into.addrs) platform_.free(a);
+    } else {
+      const WorldInventory empty = take_inventory(world_);
+      const impl::CacheView c = pm().allocate_cache(small_, {key});
+      pm().deallocate_cache(c);  // the key keeps the memory until it is pulled or removed
+      EXPECT_NE(describe_difference(empty, take_inventory(world_)), "");
+      out = outcome_of([&] { pm().remove_cache_key(key); });
+      if (f == Fault::kRepeated && out == "ok")
+        out = outcome_of([&] { pm().remove_cache_key(key); });
+      EXPECT_EQ(describe_difference(empty, take_inventory(world_)), "") << "freed with its key";
+      restore();  // the pull below needs the path
+      const TestCache into = register_cache(*d_, 8, small_, 12);
+      EXPECT_EQ(pull_by_key(into), "raises KV_CACHE_NOT_EXIST");
+      d_->cache_manager().unregister_cache(into.view.cache_id);
+      for (std::uint64_t a : into.addrs) platform_.free(a);
+    }
+  } else if (call == "copy_blocks") {
+    const TestCache blocks = register_cache(*p_, 0, small_, 13, true);
+    extra_memory_ = blocks.addrs;
+    before = take_inventory(world_);
+    const std::map<std::int64_t, std::vector<std::int64_t>> info =
+        f == Fault::kBadAddress ? std::map<std::int64_t, std::vector<std::int64_t>>{{0, {8}}}
+                                : std::map<std::int64_t, std::vector<std::int64_t>>{{0, {3, 5}}};
+    const std::vector<std::uint8_t> image = snapshot(blocks);
+    out = outcome_of([&] { pm().copy_blocks(blocks.view, info); });
+    if (f == Fault::kRepeated && out == "ok") {
+      out = outcome_of([&] { pm().copy_blocks(blocks.view, info); });
+    }
+    const std::uint64_t block = small_.size() / 8;
+    for (std::size_t t = 0; t < blocks.addrs.size(); ++t) {
+      const std::uint64_t base = t * small_.size();
+      for (std::uint64_t b = 0; b < 8; ++b) {
+        const bool written = out == "ok" && (b == 3 || b == 5);
+        const std::uint64_t from = base + (written ? 0 : b) * block;
+        EXPECT_EQ(
+            read(blocks.addrs[t] + b * block, block),
+            std::vector<std::uint8_t>(image.begin() + static_cast<std::ptrdiff_t>(from),
+                                      image.begin() + static_cast<std::ptrdiff_t>(from + block)))
+            << "tensor " << t << " block " << b;
+      }
+    }
+  } else if (call == "swap_blocks") {
+    const impl::CacheDesc host = int8_desc(2, 8, 256 * 1024, impl::Placement::HOST);
+    const TestCache dev = register_cache(*p_, 0, small_, 14, true);
+    TestCache cpu{impl::CacheView{-1, host}, alloc_tensors(0, host, 15)};
+    cpu.view.is_blocks_cache = true;
+    cpu.view.tensor_addrs = cpu.addrs;
+    extra_memory_ = dev.addrs;
+    extra_memory_.insert(extra_memory_.end(), cpu.addrs.begin(), cpu.addrs.end());
+    before = take_inventory(world_);
+    const impl::CacheView& dst = f == Fault::kBadAddress ? dev.view : cpu.view;
+    out = outcome_of([&] { pm().swap_blocks(dev.view, dst, {{1, 6}}); });
+    if (f == Fault::kRepeated && out == "ok") {
+      out = outcome_of([&] { pm().swap_blocks(dev.view, dst, {{1, 6}}); });
+    }
+    if (out == "ok") {
+      const std::uint64_t block = small_.size() / 8;
+      for (std::size_t t = 0; t < dev.addrs.size(); ++t) {
+        EXPECT_EQ(read(cpu.addrs[t] + 6 * block, block), read(dev.addrs[t] + 1 * block, block));
+      }
     }
   } else if (call == "switch_role") {
     out = outcome_of([&] { p_->switch_role(LLMRole::DECODER); });
