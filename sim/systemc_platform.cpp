@@ -263,7 +263,7 @@ void SystemcPlatform::spawn_job(int process, const std::string& name, std::funct
   sc_core::sc_spawn(
       [this, process, unique, job = std::move(job)] {
         current_process_ = process;
-        if (process_killed(process)) {  // started by a process killed before it ran
+        if (!killed_.empty() && process_killed(process)) {  // its process died before it ran
           ++finished_;
           wake_driver();
           return;
@@ -294,7 +294,7 @@ void SystemcPlatform::job_wait(const std::function<void()>& wait, const char* wh
   blocked_[key] = Blocked{handle, process, what, detail, now()};
   void* token = hooks_.leave ? hooks_.leave() : nullptr;
   wait();
-  if (dead_jobs_.count(key) != 0) {
+  if (!dead_jobs_.empty() && dead_jobs_.count(key) != 0) {  // one branch while nobody died
     // Its process was killed while it waited: it never runs again (a dynamic thread with no
     // static sensitivity is never triggered by wait()).
     for (;;) sc_core::wait();

@@ -12,6 +12,25 @@ namespace kvsim::python {
 namespace py = pybind11;
 using namespace pybind11::literals;
 
+namespace {
+
+/// Ends (finalizes or abandons) the initialized LLMDataDists of host process `process` and lets
+/// the world forget them; returns how many.
+template <class End>
+int end_dists_of(WorldBox& b, int process, End end) {
+  std::vector<DataDistHandle*> ended;
+  for (DataDistHandle* d : b.dists) {
+    if (d->initialized() && d->get().core()->process() == process) {
+      end(d->get());
+      ended.push_back(d);
+    }
+  }
+  for (DataDistHandle* d : ended) b.initialized.erase(d);  // may delete the object
+  return static_cast<int>(ended.size());
+}
+
+}  // namespace
+
 void bind_hosting(py::module_& m) {
   auto world =
       py::reinterpret_borrow<py::class_<WorldBox, std::shared_ptr<WorldBox>>>(m.attr("World"));
@@ -63,15 +82,7 @@ void bind_hosting(py::module_& m) {
           "finalize_process",
           [](std::shared_ptr<WorldBox> b, int process) {
             live(b);
-            std::vector<DataDistHandle*> ended;
-            for (DataDistHandle* d : b->dists) {
-              if (d->initialized() && d->get().core()->process() == process) {
-                d->get().finalize();
-                ended.push_back(d);
-              }
-            }
-            for (DataDistHandle* d : ended) b->initialized.erase(d);  // may delete the object
-            return static_cast<int>(ended.size());
+            return end_dists_of(*b, process, [](impl::LLMDataDist& d) { d.finalize(); });
           },
           "process"_a,
           "Finalizes the initialized LLMDataDists of a host process (the library's atexit "
@@ -88,14 +99,8 @@ void bind_hosting(py::module_& m) {
             if (platform.current_process() == process) {
               throw impl::ValueError("process", "a process cannot be killed from its own job");
             }
-            std::vector<DataDistHandle*> ended;
-            for (DataDistHandle* d : b->dists) {
-              if (d->initialized() && d->get().core()->process() == process) {
-                d->get().abandon(why);  // its peers learn of it as of a dead process
-                ended.push_back(d);
-              }
-            }
-            for (DataDistHandle* d : ended) b->initialized.erase(d);
+            // Its peers learn of it as of a dead process.
+            end_dists_of(*b, process, [&why](impl::LLMDataDist& d) { d.abandon(why); });
             platform.kill_process(process);
           },
           "process"_a, "why"_a,

@@ -824,8 +824,7 @@ std::string FaultMatrix::run_cell(const Cell& cell) {
       out = outcome_of([&] { pm().remove_cache_key(key); });
       EXPECT_EQ(describe_difference(before, take_inventory(world_)), "");
       EXPECT_EQ(pull_by_key(into), "ok") << "the key stays";
-      d_->cache_manager().unregister_cache(into.view.cache_id);
-      for (std::uint64_t a : into.addrs) platform_.free(a);
+      extra_memory_.insert(extra_memory_.end(), into.addrs.begin(), into.addrs.end());
     } else {
       const WorldInventory empty = take_inventory(world_);
       const impl::CacheView c = pm().allocate_cache(small_, {key});
@@ -838,8 +837,7 @@ std::string FaultMatrix::run_cell(const Cell& cell) {
       restore();  // the pull below needs the path
       const TestCache into = register_cache(*d_, 8, small_, 12);
       EXPECT_EQ(pull_by_key(into), "raises KV_CACHE_NOT_EXIST");
-      d_->cache_manager().unregister_cache(into.view.cache_id);
-      for (std::uint64_t a : into.addrs) platform_.free(a);
+      extra_memory_ = into.addrs;
     }
   } else if (call == "copy_blocks") {
     const TestCache blocks = register_cache(*p_, 0, small_, 13, true);

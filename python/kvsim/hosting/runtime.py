@@ -122,7 +122,6 @@ class Process:
         self.atexit = []
         self.exit_code = None
         self.ended_ps = None
-        self.killed = False               # ended by Runtime.kill
         self.rng = random.Random(runtime.seed * 1000003 + rank)
         self.context = None
         copy = (lambda kind: open(os.path.join(output_dir, f"{name}.{kind}"), "w")) \
@@ -398,7 +397,6 @@ class Runtime:
             npu.release_process_memory(proc.context.state)
         self.world.kill_process(proc.sim_id, f"the process of '{proc.name}' was killed")
         proc.exit_code = 128 + signal.SIGKILL
-        proc.killed = True
         proc.atexit = []
         proc.ended_ps = _core.now_ps()
         proc.stdout.close()

@@ -191,13 +191,19 @@ def victim(fault):
     return fault.target[len("process "):] if fault.kind == "process_killed" else None
 
 
-def verdict(ends, world_after, killed=()):
+def killed_by(faults, name, code):
+    """Whether process `name`, ended with `code`, was killed by one of `faults` (its status is
+    then the fault's, neither a finding nor the launch's)."""
+    return code == KILLED and any(victim(f) == name for f in faults)
+
+
+def verdict(ends, world_after, faults=()):
     """What the programs did not handle. `ends`: (name, exit code or None, last error line) per
-    process; `world_after`: the world's inventory once the launch ended; `killed`: the processes
-    a fault killed (their SIGKILL status is the fault's, not a finding)."""
+    process; `world_after`: the world's inventory once the launch ended; `faults`: the seed's
+    (a process one of them killed is not a finding)."""
     findings = []
     for name, code, error in ends:
-        if name in killed and code == KILLED:
+        if killed_by(faults, name, code):
             continue
         if code is None:
             findings.append({"kind": "hang", "process": name, "detail": "did not end"})

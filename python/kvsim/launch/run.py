@@ -229,6 +229,7 @@ class Launch:
         self.expired = False
         self.server = None
         self.programs = []
+        self.faults = []
 
     def run(self):
         from kvsim import _core
@@ -325,13 +326,12 @@ class Launch:
             if processes:
                 runtime.uninstall()
         sys.stderr.write(report)
-        killed = {faults.victim(f) for f in self.faults}  # their status is the fault's
         codes = [NOT_ENDED if p.exit_code is None else p.exit_code for p in processes
-                 if not (p.name in killed and p.exit_code == faults.KILLED)]
+                 if not faults.killed_by(self.faults, p.name, p.exit_code)]
         if server is not None:
             codes += [NOT_ENDED if e["exit_code"] is None else e["exit_code"]
                       for e in server.ends()
-                      if not (e["name"] in killed and e["exit_code"] == faults.KILLED)]
+                      if not faults.killed_by(self.faults, e["name"], e["exit_code"])]
         if spec.fault_seed is not None and self._fault_verdict():
             return max(codes + [1])
         return max(codes, default=0)
@@ -364,8 +364,7 @@ class Launch:
             ends += [(e["name"], e["exit_code"]) for e in self.server.ends()]
         ends = [(name, code, faults.last_error_line(os.path.join(spec.output_dir, name + ".err"))
                  if code else "") for name, code in ends]
-        killed = {faults.victim(f) for f in self.faults} - {None}
-        findings = faults.verdict(ends, self.world.inventory(), killed)
+        findings = faults.verdict(ends, self.world.inventory(), self.faults)
         replay = faults.replay_command(self.argv, spec.fault_seed)
         sys.stderr.write("\n".join(faults.report_lines(spec.fault_seed, self.faults, findings,
                                                         replay)) + "\n")
@@ -407,11 +406,10 @@ class Launch:
         by_rank = [(p.rank, p.name, p.node, p.exit_code, p.ended_ps) for p in self.processes]
         by_rank += [(rank, name, node, ends[name]["exit_code"], ends[name]["ended_ps"])
                     for rank, name, node in self.programs]
-        killed = {faults.victim(f) for f in getattr(self, "faults", ())}
         for _, name, node, code, ended_ps in sorted(by_rank):
             status = ("did not end" if code is None else
                       f"was killed by the fault at t={ended_ps * 1e-12:.6f} s"
-                      if code == faults.KILLED and name in killed else
+                      if faults.killed_by(self.faults, name, code) else
                       f"exited {code} at t={ended_ps * 1e-12:.6f} s")
             lines.append(f"kvsim launch: {name} (node {node}) {status}")
         return "\n".join(lines) + "\n"
