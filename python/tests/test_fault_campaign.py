@@ -160,6 +160,16 @@ def test_a_killed_process_replays_exactly_and_its_peer_sees_the_library_error(tm
     assert "every injected fault was handled" in runs[0].stderr
 
 
+def test_a_survivor_s_monitored_barrier_gives_up_after_its_own_timeout():
+    """Seed 4 kills the decoder: the careful prompt's monitored_barrier(timeout=30 s) gives up
+    at 30 s of simulated time, not at the group's 60 s."""
+    done = launch("-f", "careful_kills.yaml", "--faults", "4")
+    assert done.returncode == 0, done.stderr
+    assert "process decoder killed (SIGKILL)" in done.stderr
+    assert "Timed out waiting 30000ms for barrier" in done.stderr
+    assert "prompt (node 0) exited 0 at t=30.0" in done.stderr
+
+
 def test_seeds_replace_the_campaigns_options_but_never_the_programs_words():
     argv = ["--faults", "1-3", "-j", "2", "--output-dir", "out", "--", "python3", "x.py", "-j",
             "4", "--faults", "9"]
