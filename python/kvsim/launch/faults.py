@@ -135,14 +135,6 @@ def targets(world, nodes, scope):
     return out
 
 
-def check_processes(plan, names):
-    """LaunchError unless every process the plan may kill is one of the launch's `names`."""
-    for name in plan.processes:
-        if name not in names:
-            raise LaunchError(f"faults: processes: no process named {name!r} in the launch "
-                              f"(its processes: {', '.join(names)})")
-
-
 def draw(plan, seed, candidates, processes=()) -> List[Fault]:
     """The faults of one seed, in time order (the same seed, plan, candidates and processes: the
     same faults). `candidates`: targets(); `processes`: the launch's process names, in order."""

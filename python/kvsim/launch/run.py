@@ -243,7 +243,6 @@ class Launch:
             plan = spec.fault_plan or faults.FaultPlan()
             candidates = faults.targets(world, [ps.node for ps in spec.processes], plan.scope)
             names = [ps.name for ps in spec.processes]
-            faults.check_processes(plan, names)
             self.faults = faults.draw(plan, spec.fault_seed, candidates, names)
             faults.inject(world, self.faults, world.now_ps * 1e-12)
             if not spec.output_dir:  # the verdict reads each process's last error line

@@ -260,6 +260,11 @@ def load_file(path, devices_per_node):
         spec.processes.append(ProcessSpec(name, node, argv, env, cwd))
     if not spec.processes:
         top["processes"].fail("no processes")
+    if "faults" in top and "processes" in top["faults"].mapping(_AnyKey()):
+        for item in top["faults"].mapping(_AnyKey())["processes"].sequence():
+            if item.text() not in names:
+                item.fail(f"no process named {item.text()!r} in the launch (its processes: "
+                          f"{', '.join(p.name for p in spec.processes)})")
     if spec.nodes is None:
         spec.nodes = max(p.node for p in spec.processes) + 1
     return spec
