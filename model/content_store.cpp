@@ -240,8 +240,7 @@ void ContentStore::copy_from(const ContentStore& src, std::uint64_t src_addr,
     piece.len = stop - start;
     pieces.emplace_back(start - src_addr, std::move(piece));
   }
-  erase_range(dst_addr, len);
-  const auto hint = extents_.lower_bound(dst_addr + len);
+  const auto hint = erase_range(dst_addr, len);
   for (auto& [off, piece] : pieces) extents_.emplace_hint(hint, dst_addr + off, std::move(piece));
   coalesce_around(dst_addr, dst_addr + len);
 }
@@ -300,7 +299,12 @@ std::uint64_t ContentStore::literal_bytes() const {
 }
 
 ContentStore::Map::const_iterator ContentStore::locate(std::uint64_t addr) const {
-  if (hint_ok_ && hint_ != extents_.end() && addr - hint_->first < hint_->second.len) return hint_;
+  if (hint_ok_ && hint_ != extents_.end()) {
+    if (addr - hint_->first < hint_->second.len) return hint_;
+    // Walks in address order (a verifier going through blocks by destination) find the next one.
+    const auto next = std::next(hint_);
+    if (next != extents_.end() && addr - next->first < next->second.len) return hint_ = next;
+  }
   auto it = extents_.upper_bound(addr);
   if (it != extents_.begin()) {
     const auto prev = std::prev(it);
@@ -312,37 +316,81 @@ ContentStore::Map::const_iterator ContentStore::locate(std::uint64_t addr) const
 }
 
 void ContentStore::put(std::uint64_t addr, Extent e) {
-  const std::uint64_t end = addr + e.len;
-  erase_range(addr, e.len);
-  extents_.emplace_hint(extents_.lower_bound(end), addr, std::move(e));
-  coalesce_around(addr, end);
+  // One tree walk when the range is empty: erase_range hands back the insertion point.
+  const auto next = erase_range(addr, e.len);
+  coalesce_at(extents_.emplace_hint(next, addr, std::move(e)));
 }
 
-void ContentStore::split_at(std::uint64_t addr) {
-  auto it = extents_.upper_bound(addr);
-  if (it == extents_.begin()) return;
-  --it;
-  Extent& left = it->second;
-  const std::uint64_t d = addr - it->first;
-  if (d == 0 || d >= left.len) return;
-  Extent right = left;
-  right.len = left.len - d;
-  right.offset += d;  // meaningless but harmless for a fill
-  left.len = d;
-  extents_.emplace_hint(std::next(it), addr, std::move(right));
-}
-
-void ContentStore::erase_range(std::uint64_t addr, std::uint64_t len) {
-  if (len == 0) return;
-  // Nothing there (a fresh destination): no splits, no erase.
-  const auto next = extents_.lower_bound(addr);
-  const bool covered_from_left =
-      next != extents_.begin() && std::prev(next)->first + std::prev(next)->second.len > addr;
-  if (!covered_from_left && (next == extents_.end() || next->first >= addr + len)) return;
-  split_at(addr);
-  split_at(addr + len);
+ContentStore::Map::iterator ContentStore::erase_range(std::uint64_t addr, std::uint64_t len) {
+  const std::uint64_t end = addr + len;
+  auto it = extents_.lower_bound(addr);
+  if (len == 0) return it;
+  // A suffix [from, its end) of extent `e` (starting at `start`), as its own extent.
+  auto suffix = [](const Extent& e, std::uint64_t start, std::uint64_t from) {
+    Extent right = e;
+    right.len = start + e.len - from;
+    right.offset += from - start;  // meaningless but harmless for a fill
+    return right;
+  };
+  if (it != extents_.begin()) {
+    const auto p = std::prev(it);
+    const std::uint64_t p_end = p->first + p->second.len;
+    if (p_end > addr) {  // p straddles addr: keep its part before addr
+      hint_ok_ = false;
+      if (p_end > end) {  // ... and its part after the range
+        Extent right = suffix(p->second, p->first, end);
+        p->second.len = addr - p->first;
+        return extents_.emplace_hint(it, end, std::move(right));
+      }
+      p->second.len = addr - p->first;
+    }
+  }
+  auto last = it;
+  while (last != extents_.end() && last->first < end) {
+    if (last->first + last->second.len > end) {  // straddles the end: keep its part after it
+      Extent right = suffix(last->second, last->first, end);
+      hint_ok_ = false;
+      const auto after = extents_.erase(it, std::next(last));
+      return extents_.emplace_hint(after, end, std::move(right));
+    }
+    ++last;
+  }
+  if (it == last) return last;
   hint_ok_ = false;
-  extents_.erase(extents_.lower_bound(addr), extents_.lower_bound(addr + len));
+  return extents_.erase(it, last);
+}
+
+bool ContentStore::continues(const Map::const_iterator& a, const Map::const_iterator& b) {
+  const Extent& x = a->second;
+  const Extent& y = b->second;
+  if (a->first + x.len != b->first || x.kind != y.kind) return false;
+  switch (x.kind) {
+    case Extent::Kind::kFill:
+      return x.fill_value == y.fill_value;
+    case Extent::Kind::kLiteral:
+      return x.literal == y.literal && x.offset + x.len == y.offset;
+    case Extent::Kind::kPattern:
+      return x.seed == y.seed && x.offset + x.len == y.offset;
+  }
+  return false;
+}
+
+void ContentStore::coalesce_at(Map::iterator it) {
+  if (it != extents_.begin()) {
+    const auto p = std::prev(it);
+    if (continues(p, it)) {
+      p->second.len += it->second.len;
+      hint_ok_ = false;
+      extents_.erase(it);
+      it = p;
+    }
+  }
+  const auto n = std::next(it);
+  if (n != extents_.end() && continues(it, n)) {
+    it->second.len += n->second.len;
+    hint_ok_ = false;
+    extents_.erase(n);
+  }
 }
 
 void ContentStore::coalesce_around(std::uint64_t addr, std::uint64_t end) {
@@ -351,23 +399,8 @@ void ContentStore::coalesce_around(std::uint64_t addr, std::uint64_t end) {
   while (it != extents_.end()) {
     const auto next = std::next(it);
     if (next == extents_.end() || next->first > end) break;
-    Extent& a = it->second;
-    const Extent& b = next->second;
-    bool joins = it->first + a.len == next->first && a.kind == b.kind;
-    if (joins) {
-      switch (a.kind) {
-        case Extent::Kind::kFill:
-          joins = a.fill_value == b.fill_value;
-          break;
-        case Extent::Kind::kLiteral:
-          joins = a.literal == b.literal && a.offset + a.len == b.offset;
-          break;
-        case Extent::Kind::kPattern:
-          joins = a.seed == b.seed && a.offset + a.len == b.offset;
-      }
-    }
-    if (joins) {
-      a.len += b.len;
+    if (continues(it, next)) {
+      it->second.len += next->second.len;
       hint_ok_ = false;
       extents_.erase(next);
     } else {

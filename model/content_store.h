@@ -65,19 +65,23 @@ class ContentStore {
   static void check_range(std::uint64_t addr, std::uint64_t len, const char* what);
   /// Replaces [addr, addr+e.len) with `e`.
   void put(std::uint64_t addr, Extent e);
-  /// Splits extents so that `addr` is an extent boundary (no-op if inside a gap).
-  void split_at(std::uint64_t addr);
-  /// Removes all content in [addr, addr+len), splitting boundary extents.
-  void erase_range(std::uint64_t addr, std::uint64_t len);
-  /// Merges adjacent extents that continue each other (same buffer or stream, contiguous).
-  void coalesce_around(std::uint64_t addr, std::uint64_t end);
-
   using Map = std::map<std::uint64_t, Extent>;
+  /// Removes all content in [addr, addr+len), splitting boundary extents; returns the first
+  /// extent at or after addr+len (the insertion point for the range). One tree walk if empty.
+  Map::iterator erase_range(std::uint64_t addr, std::uint64_t len);
+  /// True if extent b starts where a ends and continues it (same buffer or stream, or fill).
+  static bool continues(const Map::const_iterator& a, const Map::const_iterator& b);
+  /// Merges `it` with the neighbours it continues (enough after replacing one range: extents
+  /// that were not merged before still do not continue each other).
+  void coalesce_at(Map::iterator it);
+  /// Merges every adjacent pair in [addr, end] that continue each other.
+  void coalesce_around(std::uint64_t addr, std::uint64_t end);
   /// The extent holding `addr`, else the first after it (end() if none).
   Map::const_iterator locate(std::uint64_t addr) const;
 
   Map extents_;  ///< key: start address; extents never overlap
-  // The extent locate() found last: copies and checks mostly read one tensor's extent again.
+  // The extent locate() found last: copies and checks mostly read one tensor's extent again, or
+  // the next one.
   // Only an erase can leave it dangling, so every erase drops it.
   mutable Map::const_iterator hint_{};
   mutable bool hint_ok_ = false;

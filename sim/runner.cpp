@@ -310,6 +310,7 @@ class Run {
   bool verify(const std::vector<std::int64_t>& src_blocks,
               const std::vector<std::int64_t>& dst_blocks) {
     const model::Topology& t = world_.fabric().topology();
+    const std::vector<std::size_t> order = serving::by_destination(dst_blocks);
     for (const Rank& k : ranks_) {
       const model::ContentStore& src = t.memory(t.device_memory(k.prompt_device)).content();
       const model::ContentStore& dst = t.memory(t.device_memory(k.decode_device)).content();
@@ -321,7 +322,7 @@ class Run {
           continue;
         }
         const std::uint64_t block = desc_.size() / static_cast<std::uint64_t>(blocks_);
-        for (std::size_t b = 0; b < src_blocks.size(); ++b) {
+        for (const std::size_t b : order) {
           if (dst.first_difference(d0 + static_cast<std::uint64_t>(dst_blocks[b]) * block, src,
                                    s0 + static_cast<std::uint64_t>(src_blocks[b]) * block, block)) {
             return false;

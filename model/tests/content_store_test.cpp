@@ -232,6 +232,11 @@ TEST(ContentStoreTest, RandomOperationsMatchReferenceModel) {
       for (int i = 0; i < 2; ++i) {
         ASSERT_EQ(stores[i].read(0, kSpace), refs[i]) << "full check of store " << i;
         EXPECT_LE(stores[i].literal_bytes(), kSpace);
+        // Maximally merged: a whole-range copy, which merges every adjacent pair, finds nothing
+        // left to merge.
+        ContentStore merged;
+        merged.copy_from(stores[i], 0, 0, kSpace);
+        EXPECT_EQ(merged.extent_count(), stores[i].extent_count()) << "store " << i;
       }
     }
   }

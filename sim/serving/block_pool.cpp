@@ -1,5 +1,6 @@
 #include "sim/serving/block_pool.h"
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 
@@ -58,6 +59,14 @@ void BlockPool::release(const std::vector<std::int64_t>& ids) {
     add(id, 1);
     ++free_;
   }
+}
+
+std::vector<std::size_t> by_destination(const std::vector<std::int64_t>& table) {
+  std::vector<std::size_t> order(table.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&table](std::size_t a, std::size_t b) { return table[a] < table[b]; });
+  return order;
 }
 
 }  // namespace kvsim::sim::serving

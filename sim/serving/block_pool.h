@@ -2,6 +2,7 @@
 // table (as vLLM's block manager does), so one pool serves all of its ranks' caches.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -36,5 +37,9 @@ class BlockPool {
   std::vector<bool> taken_;
   std::int64_t top_bit_ = 1;
 };
+
+/// Positions 0..n-1 of a block table ordered by block id: checking blocks in address order lets
+/// the content store find each block next to the last one instead of searching for it.
+std::vector<std::size_t> by_destination(const std::vector<std::int64_t>& table);
 
 }  // namespace kvsim::sim::serving

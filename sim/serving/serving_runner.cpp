@@ -596,13 +596,14 @@ class Serving {
     const model::Topology& t = world_.fabric().topology();
     const Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
     const Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+    const std::vector<std::size_t> order = by_destination(q.dst_blocks);
     for (std::size_t r = 0; r < src.ranks.size(); ++r) {
       const model::ContentStore& a = t.memory(t.device_memory(src.ranks[r].device)).content();
       const model::ContentStore& b = t.memory(t.device_memory(dst.ranks[r].device)).content();
       for (std::size_t tensor = 0; tensor < src.ranks[r].cache->tensor_addrs.size(); ++tensor) {
         const std::uint64_t s0 = src.ranks[r].cache->tensor_addrs[tensor];
         const std::uint64_t d0 = dst.ranks[r].cache->tensor_addrs[tensor];
-        for (std::size_t i = 0; i < q.src_blocks.size(); ++i) {
+        for (const std::size_t i : order) {
           if (b.first_difference(d0 + static_cast<std::uint64_t>(q.dst_blocks[i]) * block_bytes(),
                                  a,
                                  s0 + static_cast<std::uint64_t>(q.src_blocks[i]) * block_bytes(),
