@@ -7,6 +7,7 @@ build=${1:-build}
 n=${2:-2000}
 rounds=${3:-5}
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
+cmake --build "$build" --target bench_launch_calls >/dev/null  # benchmarks are not in `all`
 program="$build/bench/bench_launch_calls"
 echo "one program:"
 "$build/sim/kvsim" launch --wall-clock -- "$program" "$n" "$rounds"

@@ -2,6 +2,7 @@
 
 #include <systemc>
 
+#include <cstdlib>
 #include <vector>
 
 namespace kvsim::model {
@@ -15,7 +16,14 @@ std::vector<sc_core::sc_simcontext*>& retired() {
 }
 }  // namespace
 
+void quiet_banner() {
+  // SystemC prints its banner when it builds its first context unless this is set; the user's
+  // own setting wins.
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+}
+
 void fresh_kernel() {
+  quiet_banner();
   if (sc_core::sc_curr_simcontext) retired().push_back(sc_core::sc_curr_simcontext);
   sc_core::sc_curr_simcontext = nullptr;
   sc_core::sc_default_global_context = nullptr;

@@ -3,6 +3,7 @@
 // Exit codes: 0 success; 1 a request failed or bytes differ; 2 bad usage or input.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <systemc>
 
 #include <cerrno>
 #include <csignal>
@@ -466,4 +467,10 @@ int sc_main(int argc, char* argv[]) {
     std::fprintf(stderr, "kvsim: %s\n", e.what());
     return 1;
   }
+}
+
+// Ahead of libsystemc's main, which builds a context (and prints the banner) before sc_main.
+int main(int argc, char* argv[]) {
+  kvsim::model::quiet_banner();
+  return sc_core::sc_elab_and_sim(argc, argv);
 }

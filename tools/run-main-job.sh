@@ -7,9 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
-export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j2 --target kvsim kvsim_core
+./tools/build.sh kvsim kvsim_core  # the test command's build: tools/run-tests.sh reuses it
 AXES=(--set hardware.scale_out.bandwidth=100Gb/s,200Gb/s,400Gb/s --set cache.block_tokens=16,128)
 # How the study's answer depends on the preset's inferred parameters: the report's last panel.
 ./build/sim/kvsim sensitivity scenarios/library/a2-llama70b-roce.yaml "${AXES[@]}" \
