@@ -1,5 +1,7 @@
 #include "model/yaml_reader.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <exception>
 
 namespace kvsim::model {
@@ -145,6 +147,13 @@ YAML::Node checked(YAML::Node root, const std::string& origin) {
   return root;
 }
 
+// yaml-cpp's own depth guard (depthguard.h) trips before check_bounds and says only "bad file".
+ModelError too_deep(const std::string& origin, const YAML::DeepRecursion& e) {
+  return ModelError(ErrorKind::kFormat, origin + ":" + std::to_string(e.mark.line + 1) +
+                                            ": nests deeper than " + std::to_string(e.depth()) +
+                                            " levels (yaml-cpp's limit)");
+}
+
 }  // namespace
 
 YAML::Node load_yaml_file(const std::string& path) {
@@ -152,6 +161,8 @@ YAML::Node load_yaml_file(const std::string& path) {
     return checked(YAML::LoadFile(path), path);
   } catch (const YAML::BadFile&) {
     throw ModelError(ErrorKind::kFormat, path + ": cannot be read");
+  } catch (const YAML::DeepRecursion& e) {
+    throw too_deep(path, e);
   } catch (const YAML::Exception& e) {
     throw ModelError(ErrorKind::kFormat,
                      path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
@@ -161,6 +172,8 @@ YAML::Node load_yaml_file(const std::string& path) {
 YAML::Node load_yaml_text(const std::string& text, const std::string& origin) {
   try {
     return checked(YAML::Load(text), origin);
+  } catch (const YAML::DeepRecursion& e) {
+    throw too_deep(origin, e);
   } catch (const YAML::Exception& e) {
     throw ModelError(ErrorKind::kFormat,
                      origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

@@ -42,9 +42,22 @@ std::string model_library_path() {
 }
 
 std::vector<std::string> available_models() {
-  const YAML::Node root = model::load_yaml_file(model_library_path());
+  const std::string path = model_library_path();
+  const YAML::Node root = model::load_yaml_file(path);
+  if (!root.IsMap()) {
+    throw ModelError(ErrorKind::kFormat,
+                     path + ":" + std::to_string(root.Mark().line + 1) +
+                         ": the model library must map model names to their parameters"
+                         " (file named by KVSIM_MODELS, else scenarios/models.yaml)");
+  }
   std::vector<std::string> names;
-  for (const auto& kv : root) names.push_back(kv.first.as<std::string>());
+  for (const auto& kv : root) {
+    if (!kv.first.IsScalar() || !kv.second.IsMap()) {
+      throw ModelError(ErrorKind::kFormat, path + ":" + std::to_string(kv.first.Mark().line + 1) +
+                                               ": each model library entry must be 'name: {...}'");
+    }
+    names.push_back(kv.first.as<std::string>());
+  }
   std::sort(names.begin(), names.end());
   return names;
 }

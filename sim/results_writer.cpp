@@ -107,7 +107,6 @@ std::string summary_text(const RunResult& r) {
   std::snprintf(line, sizeof line, "%4s %7s %12s %12s %12s %12s %7s %10s %s\n", "req", "tokens",
                 "arrival", "prefill end", "KV ready", "exposed", "share", "bytes", "status");
   o << line;
-  double exposed_sum = 0;
   std::size_t listed = 0;
   for (const RequestResult& q : r.requests) {
     if (s.serving && ++listed > kSummaryRequests) {
@@ -116,7 +115,6 @@ std::string summary_text(const RunResult& r) {
     }
     const double share =
         q.ttft() > 0 ? 100.0 * static_cast<double>(q.exposed()) / static_cast<double>(q.ttft()) : 0;
-    exposed_sum += us(q.exposed());
     std::snprintf(line, sizeof line, "%4d %7llu %12s %12s %12s %12s %6.2f%% %10s %s%s\n", q.id,
                   static_cast<unsigned long long>(q.prompt_tokens),
                   model::format_time(q.arrival).c_str(), model::format_time(q.prefill_end).c_str(),
@@ -128,9 +126,17 @@ std::string summary_text(const RunResult& r) {
                                       : "");
     o << line;
   }
-  if (!r.requests.empty()) {
-    std::snprintf(line, sizeof line, "\nmean exposed transfer: %.1f us\n",
-                  exposed_sum / double(r.requests.size()));
+  // Over every succeeded request, listed or not, as the serving table's "exposed KV" row.
+  double exposed_sum = 0;
+  std::size_t succeeded = 0;
+  for (const RequestResult& q : r.requests) {
+    if (!q.ok) continue;
+    exposed_sum += us(q.exposed());
+    ++succeeded;
+  }
+  if (succeeded > 0) {
+    std::snprintf(line, sizeof line, "\nmean exposed transfer: %.1f us over %zu succeeded requests\n",
+                  exposed_sum / double(succeeded), succeeded);
     o << line;
   }
   o << "\nbusiest links:\n";

@@ -1,6 +1,8 @@
 #include "sim/scenario.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,9 @@ using model::ErrorKind;
 using model::ModelError;
 using model::SimTime;
 using model::YamlReader;
+
+// One request's whole prefill may take at most this long: 64-bit picoseconds hold 213 days.
+constexpr double kLongestPrefillSeconds = 1e6;
 
 void apply_overrides(YAML::Node root, const std::string& origin,
                      const std::vector<ScenarioOverride>& overrides) {
@@ -324,6 +329,22 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     } else {
       s.device_tflops = p.real("device_tflops", 0, 1e6);
       s.compute_efficiency = p.real("efficiency", 0, 1);
+      // Checked after the conversion to simulated time: a tiny but positive rate would
+      // overflow the picosecond count and wrap to a silently wrong prefill.
+      std::uint64_t longest = 0;
+      for (const Request& q : s.requests) longest = std::max(longest, q.prompt_tokens);
+      const double flops = s.model.prefill_flops_per_layer(longest) / s.tensor_parallel;
+      const double prefill_s =
+          flops / (s.device_tflops * 1e12 * s.compute_efficiency) * s.model.layers;
+      if (!(prefill_s <= kLongestPrefillSeconds)) {
+        char rule[160];
+        std::snprintf(rule, sizeof rule,
+                      "with efficiency %g gives a %.3g s prefill for the %llu-token prompt; "
+                      "simulated time allows at most %.0f s",
+                      s.compute_efficiency, prefill_s, static_cast<unsigned long long>(longest),
+                      kLongestPrefillSeconds);
+        p.fail_key("device_tflops", rule);
+      }
     }
   }
   {

@@ -183,7 +183,7 @@ void SystemcPlatform::write(std::uint64_t addr, const std::uint8_t* data, std::u
   hbm.content().write(addr, data, len);
 }
 
-void SystemcPlatform::read(std::uint64_t addr, std::uint8_t* out, std::uint64_t len) const {
+void SystemcPlatform::check_read(std::uint64_t addr, std::uint64_t len) const {
   model::MemoryId m;
   const model::Hbm* hbm = fabric_.topology().memory_at(addr, &m);
   if (hbm == nullptr) throw std::invalid_argument("read: address is in no memory");
@@ -192,7 +192,12 @@ void SystemcPlatform::read(std::uint64_t addr, std::uint8_t* out, std::uint64_t 
   } catch (const model::ModelError& e) {
     throw std::invalid_argument(e.what());
   }
-  hbm->content().read(addr, out, len);
+}
+
+void SystemcPlatform::read(std::uint64_t addr, std::uint8_t* out, std::uint64_t len) const {
+  check_read(addr, len);
+  model::MemoryId m;
+  fabric_.topology().memory_at(addr, &m)->content().read(addr, out, len);
 }
 
 void SystemcPlatform::post(int device, int engine, std::vector<impl::CopyDescriptor> descriptors,

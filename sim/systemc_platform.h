@@ -35,6 +35,9 @@ class SystemcPlatform final : public impl::Platform {
   std::optional<impl::MemoryLocation> locate(std::uint64_t addr, std::uint64_t len) const override;
   void write(std::uint64_t addr, const std::uint8_t* data, std::uint64_t len) override;
   void read(std::uint64_t addr, std::uint8_t* out, std::uint64_t len) const override;
+  /// Throws std::invalid_argument unless [addr, addr + len) is allocated memory: what read()
+  /// checks, for callers that must size a buffer first.
+  void check_read(std::uint64_t addr, std::uint64_t len) const;
 
   void post(int device, int engine, std::vector<impl::CopyDescriptor> descriptors,
             std::function<void(const impl::CopyOutcome&)> done) override;

@@ -132,6 +132,13 @@ std::uint64_t to_u64(const char* name, py::handle h) {
   return v;
 }
 
+// Python's check_uint32: TypeError unless int, ValueError out of range (IPv4 as int).
+std::uint32_t to_u32(const char* name, py::handle h) {
+  const std::uint64_t v = to_u64(name, h);
+  if (v > UINT32_MAX) throw impl::ValueError(name, "must be in [0, 2**32-1]");
+  return static_cast<std::uint32_t>(v);
+}
+
 // An int that impl range-checks itself (int64 here); TypeError unless int.
 std::int64_t to_i64(const char* name, py::handle h) {
   if (!PyLong_Check(h.ptr())) throw impl::TypeError(name, "must be int");
@@ -170,7 +177,16 @@ std::vector<std::uint64_t> to_addr_list(const char* name, py::handle h) {
 std::optional<impl::LayerRange> to_range(const char* name, py::handle h) {
   if (h.is_none()) return std::nullopt;
   if (!PyObject_TypeCheck(h.ptr(), &PyRange_Type)) throw impl::TypeError(name, "must be a range");
-  return h.cast<impl::LayerRange>();
+  // Bounds beyond int64 are a ValueError naming the bound, not a failed cast.
+  const auto bound = [&](const char* part) {
+    const std::string at = std::string(name) + "." + part;
+    return to_i64(at.c_str(), h.attr(part));
+  };
+  impl::LayerRange r;
+  r.start = bound("start");
+  r.stop = bound("stop");
+  r.step = bound("step");
+  return r;
 }
 
 // Positional-or-keyword arguments with aliases ("cluster_id|prompt_cluster_id").
@@ -655,7 +671,7 @@ void bind_values(py::module_& m) {
             if (py::isinstance<py::str>(ip)) {
               c.append_local_ip_info(ip.cast<std::string>(), p);
             } else {
-              c.append_local_ip_info(static_cast<std::uint32_t>(to_u64("ip", ip)), p);
+              c.append_local_ip_info(to_u32("ip", ip), p);
             }
           },
           "ip"_a, "port"_a)
@@ -666,7 +682,7 @@ void bind_values(py::module_& m) {
             if (py::isinstance<py::str>(ip)) {
               c.append_remote_ip_info(ip.cast<std::string>(), p);
             } else {
-              c.append_remote_ip_info(static_cast<std::uint32_t>(to_u64("ip", ip)), p);
+              c.append_remote_ip_info(to_u32("ip", ip), p);
             }
           },
           "ip"_a, "port"_a);
@@ -1201,6 +1217,7 @@ void bind_world(py::module_& m) {
   m.def(
       "read",
       [](std::uint64_t addr, std::uint64_t nbytes) {
+        platform().check_read(addr, nbytes);  // before the buffer is sized by nbytes
         std::string out(nbytes, '\0');
         if (nbytes > 0) {
           platform().read(addr, reinterpret_cast<std::uint8_t*>(out.data()), nbytes);

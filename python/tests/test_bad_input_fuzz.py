@@ -119,3 +119,26 @@ def test_the_world_still_works_after_the_bad_calls(env):
     # TransferConfig's default src_batch_index 0: the first row (1024 bytes) of every tensor.
     assert [kvsim.read(a, 1024) for a in dst.tensor_addrs] == \
         [kvsim.read(a, 1024) for a in src.tensor_addrs]
+
+
+def test_an_ip_int_beyond_32_bits_is_a_value_error():
+    # Found by the outside campaign: 2**32 + 10.0.0.9 was truncated to 10.0.0.9 and linked.
+    info = LLMClusterInfo()
+    for append in (info.append_remote_ip_info, info.append_local_ip_info):
+        with pytest.raises(ValueError, match="ip.*2\\*\\*32-1"):
+            append(2**32 + 0x0900000A, 26000)
+        with pytest.raises(ValueError):
+            append(-1, 26000)
+
+
+def test_a_layer_range_beyond_int64_is_a_value_error(env):
+    with pytest.raises(ValueError, match="src_layer_range.stop"):
+        env.dcm.pull_blocks(BlocksCacheKey(1, 0), env.dst, [0], [0],
+                            src_layer_range=range(0, 2**64))
+    with pytest.raises(ValueError, match="src_layer_range.start"):
+        TransferConfig(2, env.dst.tensor_addrs, range(-2**63 - 1, 2), 0)
+
+
+def test_reading_more_than_the_memory_holds_is_checked_before_allocating(env):
+    with pytest.raises(ValueError, match="outside the memory"):
+        kvsim.read(env.cache.tensor_addrs[0], 2**62)

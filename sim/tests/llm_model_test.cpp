@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
 #include "model/errors.h"
 
 namespace kvsim::sim {
@@ -46,6 +50,22 @@ TEST(LlmModel, UnknownModelListsTheLibrary) {
   } catch (const model::ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("llama-3-70b"), std::string::npos) << e.what();
   }
+}
+
+TEST(LlmModel, ALibraryThatIsNotAMappingNamesItsFileAndLine) {
+  const std::string path = ::testing::TempDir() + "models_list.yaml";
+  std::ofstream(path) << "# models\n- llama-3-70b\n- qwen3-235b\n";
+  ::setenv("KVSIM_MODELS", path.c_str(), 1);
+  std::string what;
+  try {
+    load_model("llama-3-70b");
+  } catch (const model::ModelError& e) {
+    what = e.what();
+  }
+  ::unsetenv("KVSIM_MODELS");
+  std::remove(path.c_str());
+  EXPECT_NE(what.find(path + ":2: the model library must map model names"), std::string::npos)
+      << what;
 }
 
 }  // namespace

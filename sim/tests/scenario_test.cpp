@@ -103,7 +103,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"workload.colour", "blue", "key 'workload.colour' is not a known key"},
                       Bad{"prefill.efficiency", "1.5", "key 'prefill.efficiency'"},
                       Bad{"question", "bad \xff byte", "key 'question' must be valid UTF-8"},
-                      Bad{"workload.interval", "1e30s", "exceeds the bound of 1000000 s"}));
+                      Bad{"workload.interval", "1e30s", "exceeds the bound of 1000000 s"},
+                      // In range as numbers, out of range once turned into simulated time.
+                      Bad{"prefill.device_tflops", "1e-300",
+                          "key 'prefill.device_tflops' with efficiency 0.5 gives a"},
+                      Bad{"prefill.efficiency", "1e-300", "with efficiency 1e-300 gives a"}));
 
 // A serving cluster in place of the placement.
 std::string serving_text(const std::string& instances, const std::string& extra = "") {
@@ -143,6 +147,19 @@ TEST(Scenario, ServingClusterParsesAndChecksItsShape) {
   EXPECT_NE(error_of(serving_text("{prefill: 1, decode: 1}", "serving: {verify: 2}\n"))
                 .find("key 'serving.verify'"),
             std::string::npos);
+}
+
+TEST(Scenario, NestingPastYamlCppsLimitNamesTheFileAndLine) {
+  // yaml-cpp's own depth guard used to surface as its bare "bad file".
+  const std::string deep = "question: deep\nhardware: " + std::string(3000, '[') +
+                           std::string(3000, ']') + "\n";
+  try {
+    parse_scenario(deep, "deep.yaml");
+    FAIL() << "a 3000-level document was accepted";
+  } catch (const model::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("deep.yaml:2: nests deeper than"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Scenario, AnAliasBombIsRefusedBeforeAnyKeyIsRead) {

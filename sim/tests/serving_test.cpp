@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "sim/result_codec.h"
+#include "sim/results_writer.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
 #include "sim/serving/block_pool.h"
@@ -205,6 +207,27 @@ TEST_P(FaultedServing, ANicDownMidRunFailsTheRequestsAfterItAndServesTheRest) {
 
 INSTANTIATE_TEST_SUITE_P(Serving, FaultedServing,
                          ::testing::Values("layerwise", "push_blocks", "pull_blocks"));
+
+TEST(Serving, SummarysMeanExposedTransferIsTheTablesExposedKvMean) {
+  // More requests than the summary lists, some failed by a NIC outage: the closing line still
+  // averages every succeeded request, as the percentile table above it does.
+  const Scenario s = parse_scenario(
+      queue_text(100, 40, 1, 1, 0) + "faults:\n  - {link: roce n1d0, at: 100ms, event: down}\n",
+      "<summary>");
+  const RunResult r = run_scenario(s, kNoTrace);
+  const serving::ServingMetrics m = serving::serving_metrics(r);
+  ASSERT_LT(m.succeeded, m.requests);
+  const std::string text = summary_text(r);
+  const std::size_t at = text.find("mean exposed transfer: ");
+  ASSERT_NE(at, std::string::npos) << text;
+  double mean_us = 0;
+  std::size_t over = 0;
+  ASSERT_EQ(std::sscanf(text.c_str() + at, "mean exposed transfer: %lf us over %zu", &mean_us,
+                        &over),
+            2);
+  EXPECT_EQ(over, m.succeeded);
+  EXPECT_NEAR(mean_us, m.exposed.mean, 0.05);
+}
 
 TEST(Serving, TwoRunsAreIdentical) {
   const Scenario s = parse_scenario(queue_text(250, 300, 2, 2, 0.5), "<twice>");

@@ -13,6 +13,7 @@ libkvsim_preload (cpp/server/launch_server.h). The exit status is the worst of t
 a launch in which every process waits for another ends with a report of who waits on what.
 """
 import argparse
+import ipaddress
 import os
 import shutil
 import signal
@@ -196,11 +197,31 @@ def make_world(spec):
     probe = kvsim.World(spec.preset, overrides)
     per_node = probe.device_count // probe.nodes
     hosts = spec.host_ips or [probe.host_ip(n) for n in range(spec.nodes)]
+    # Nodes without --device-ips get the preset's addresses, moved past any address the launch
+    # names itself: hosts on 10.0.0.x are common and atlas-a2's devices default to 10.0.0.(d+1).
+    taken = {ipaddress.IPv4Address(a) for a in hosts}
+    taken.update(ipaddress.IPv4Address(a) for ips in spec.device_ips.values() for a in ips)
     devices = []
+    cursor = ipaddress.IPv4Address(probe.device_ip(0))
     for node in range(spec.nodes):
-        devices += spec.device_ips.get(node) or \
-            [probe.device_ip(node * per_node + d) for d in range(per_node)]
-    return kvsim.World(spec.preset, overrides, host_ips=hosts, device_ips=devices), per_node
+        if node in spec.device_ips:
+            devices += spec.device_ips[node]
+            continue
+        cursor = max(cursor, ipaddress.IPv4Address(probe.device_ip(node * per_node)))
+        for _ in range(per_node):
+            while cursor in taken:
+                cursor += 1
+            devices.append(str(cursor))
+            taken.add(cursor)
+            cursor += 1
+    try:
+        world = kvsim.World(spec.preset, overrides, host_ips=hosts, device_ips=devices)
+    except ValueError as e:
+        if "is used twice" not in str(e):
+            raise
+        raise LaunchError(f"{e}: the addresses given by --hosts and --device-ips (or the launch "
+                          "file's host_ip and device_ips) must all differ") from None
+    return world, per_node
 
 
 def visible_devices(proc, node_devices):
@@ -230,8 +251,17 @@ class Launch:
         self.server = None
         self.programs = []
         self.faults = []
+        self._temp_dirs = []  # made by this launch for itself; removed when it ends
 
     def run(self):
+        """Runs the launch to its end; returns the exit code kvsim launch exits with."""
+        try:
+            return self._run()
+        finally:
+            for path in self._temp_dirs:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _run(self):
         from kvsim import _core
         from kvsim.hosting import ascend_env, torch_support
         from kvsim.hosting.runtime import Process, Runtime
@@ -247,6 +277,7 @@ class Launch:
             faults.inject(world, self.faults, world.now_ps * 1e-12)
             if not spec.output_dir:  # the verdict reads each process's last error line
                 spec.output_dir = tempfile.mkdtemp(prefix="kvsim-faults-out-")
+                self._temp_dirs.append(spec.output_dir)
         addresses = [world.host_ip(n) for n in range(spec.nodes)] + \
             [world.device_ip(d) for d in range(world.device_count)]
         if netns.inside():
@@ -258,6 +289,7 @@ class Launch:
         if spec.output_dir:
             os.makedirs(spec.output_dir, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix="kvsim-launch-")  # mode 0700: node descriptions
+        self._temp_dirs.append(scratch)
         runtime = Runtime(world, seed=spec.seed, wall_clock=spec.wall_clock)
         self.runtime = runtime
         server = None
