@@ -216,6 +216,16 @@ def test_a_launch_file(tmp_path):
     assert "prompt (node 1)" in done.stderr and "decoder (node 1)" in done.stderr
 
 
+def test_hosts_on_10_0_0_x_do_not_collide_with_default_device_addresses(tmp_path):
+    # atlas-a2's devices default to 10.0.0.(d+1), and 10.0.0.x hosts are common.
+    show = program(tmp_path, "show.py", "import socket\nprint(socket.gethostbyname(socket.gethostname()))\n")
+    done = launch("--hosts", "10.0.0.1,10.0.0.2", "--", "python3", show, ":::", "python3", show)
+    assert done.returncode == 0, done.stderr
+    clash = launch("--hosts", "10.0.0.1", "--device-ips", "0=10.0.0.1", "--", "python3", show)
+    assert clash.returncode == 2
+    assert "--hosts and --device-ips" in clash.stderr and "must all differ" in clash.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     ([], "no commands"),
     (["--", "no-such-program-kvsim", "-l"], "'no-such-program-kvsim' is not a program"),
