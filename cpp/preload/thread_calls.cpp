@@ -1,11 +1,17 @@
 // Threads of a launched program: pthread_create announces the new thread to the world before it
-// starts, so that the world counts the program as running until that thread's first call (the
-// new thread would otherwise be invisible until it connects, and simulated time could pass
-// meanwhile, depending on the host's scheduling).
+// starts, so that the world gives it its turn after the threads ready before it (one thread of a
+// program runs at a time) and counts the program as running until that thread connects; its
+// start would otherwise be invisible, and what ran first would depend on the host's scheduling.
+// pthread_join waits in the world until the thread has ended (then the C library's join, which
+// returns at once or after the thread's last instructions).
 #include <pthread.h>
+
+#include <atomic>
+#include <unordered_map>
 
 #include "cpp/client/channel.h"
 #include "cpp/preload/real_calls.h"
+#include "cpp/preload/waits.h"
 
 namespace {
 
@@ -24,6 +30,41 @@ void* start_announced(void* p) {
   return start.fn(start.arg);
 }
 
+// The world's slot of each thread this program started, for pthread_join.
+class Slots {
+ public:
+  void put(pthread_t t, std::int64_t slot) {
+    Guard g(lock_);
+    (*slots_)[t] = slot;
+  }
+  std::int64_t take(pthread_t t) {
+    Guard g(lock_);
+    auto it = slots_->find(t);
+    if (it == slots_->end()) return -1;
+    const std::int64_t slot = it->second;
+    slots_->erase(it);
+    return slot;
+  }
+
+ private:
+  struct Guard {
+    explicit Guard(std::atomic_flag& f) : flag(f) {
+      while (flag.test_and_set(std::memory_order_acquire)) {
+      }
+    }
+    ~Guard() { flag.clear(std::memory_order_release); }
+    std::atomic_flag& flag;
+  };
+  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+  std::unordered_map<pthread_t, std::int64_t>* slots_ =
+      new std::unordered_map<pthread_t, std::int64_t>();  // never destroyed
+};
+
+Slots& slots() {
+  static auto* s = new Slots();
+  return *s;
+}
+
 }  // namespace
 
 extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
@@ -35,6 +76,22 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
   if (rc != 0) {
     delete start;
     Channel::get().cancel_thread(slot);
+  } else if (slot >= 0) {
+    slots().put(*thread, slot);
   }
+  return rc;
+}
+
+extern "C" int pthread_join(pthread_t thread, void** result) {
+  if (kvsim::cpp::preload::simulated()) {
+    const std::int64_t slot = slots().take(thread);
+    if (slot >= 0) (void)kvsim::cpp::preload::join_slot(slot);
+  }
+  return KVSIM_REAL(pthread_join)(thread, result);
+}
+
+extern "C" int pthread_detach(pthread_t thread) {
+  const int rc = KVSIM_REAL(pthread_detach)(thread);
+  if (rc == 0) (void)slots().take(thread);  // its pthread_t may be reused by a later thread
   return rc;
 }

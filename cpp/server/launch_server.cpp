@@ -11,11 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -86,6 +89,30 @@ std::string resolve(const std::string& program, const std::vector<std::string>& 
     if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
   }
   return program;  // posix_spawn reports ENOENT
+}
+
+std::string hex(std::uint64_t v) {
+  std::ostringstream out;
+  out << std::hex << v;
+  return out.str();
+}
+
+std::string wait_kind_name(wire::WaitKind kind) {
+  switch (kind) {
+    case wire::WaitKind::kMutex:
+      return "a mutex";
+    case wire::WaitKind::kCondition:
+      return "a condition variable";
+    case wire::WaitKind::kSemaphore:
+      return "a semaphore";
+    case wire::WaitKind::kRwLock:
+      return "a read-write lock";
+    case wire::WaitKind::kBarrier:
+      return "a barrier";
+    case wire::WaitKind::kFutex:
+      return "a futex";
+  }
+  return "a wait";
 }
 
 std::string op_name(Op op) {
@@ -188,7 +215,9 @@ struct Output {
 };
 
 struct LaunchServer::Thread {
-  enum class State { kAnnounced, kRunning, kQueued, kServing, kAnswered, kGone };
+  // kReady: connected, its answer (or hello) waits in `pending` for the thread's turn.
+  enum class State { kAnnounced, kRunning, kQueued, kServing, kAnswered, kReady, kGone };
+  Program* program = nullptr;
   int slot = 0;
   int fd = -1;
   State state = State::kAnnounced;
@@ -202,6 +231,11 @@ struct LaunchServer::Thread {
   bool quit = false;
   std::string what;
   std::uint64_t since = 0;
+  std::string pending;                 ///< an answer waiting for the thread's turn
+  std::unique_ptr<impl::Signal> woke;  ///< set by the kWake or thread end that ends its wait
+  bool woken = false;
+  std::uint64_t wait_key = 0;
+  std::vector<Thread*> joiners;  ///< threads in kJoin on this one
 };
 
 struct LaunchServer::Program {
@@ -214,6 +248,11 @@ struct LaunchServer::Program {
   Output err;
   std::vector<std::unique_ptr<Thread>> threads;
   std::unique_ptr<Session> session;
+  // One thread of a program runs at a time, so that what its threads do to shared memory follows
+  // the order the world gives them (as Shadow runs one thread of a managed process at a time).
+  Thread* running = nullptr;
+  std::deque<Thread*> ready;                             ///< in the order their answers came
+  std::map<std::uint64_t, std::deque<Thread*>> waiters;  ///< kWait's threads by key, FIFO
   bool exited = false;
   std::optional<int> exit_code;
   std::uint64_t ended_ps = 0;
@@ -400,19 +439,13 @@ bool LaunchServer::all_ended() const {
 bool LaunchServer::any_program_runs() const {
   for (const auto& p : programs_) {
     if (p->exited) continue;
+    if (p->running != nullptr) return true;  // give_turn leaves no ready thread without one
     bool waits = false;
     for (const auto& t : p->threads) {
-      switch (t->state) {
-        case Thread::State::kAnnounced:
-        case Thread::State::kRunning:
-        case Thread::State::kAnswered:
-          return true;
-        case Thread::State::kQueued:
-        case Thread::State::kServing:
-          if (t->fd >= 0) waits = true;
-          break;
-        case Thread::State::kGone:
-          break;
+      if (t->state == Thread::State::kAnswered) return true;
+      if ((t->state == Thread::State::kQueued || t->state == Thread::State::kServing) &&
+          t->fd >= 0) {
+        waits = true;
       }
     }
     if (!waits) return true;  // not connected yet, or computing without kvsim
@@ -462,13 +495,49 @@ void LaunchServer::send_answers() {
         drop(*p, *t, t->fault);
         continue;
       }
-      t->out += wire::reply_frame(now, t->reply);
+      become_ready(*t, wire::reply_frame(now, t->reply));
       t->reply.clear();
+    }
+    give_turn(*p);
+  }
+  answered_ = 0;
+}
+
+void LaunchServer::become_ready(Thread& t, std::string answer) {
+  Program& p = *t.program;
+  if (p.running == nullptr) {
+    p.running = &t;
+    t.state = Thread::State::kRunning;
+    t.out += answer;
+    flush(t);
+    return;
+  }
+  t.state = Thread::State::kReady;
+  t.pending = std::move(answer);
+  p.ready.push_back(&t);
+}
+
+void LaunchServer::give_turn(Program& p) {
+  while (p.running == nullptr && !p.ready.empty()) {
+    Thread* t = p.ready.front();
+    p.ready.pop_front();
+    if (t->state == Thread::State::kAnnounced) {
+      p.running = t;  // it runs until its hello, which is answered at once
+    } else if (t->state == Thread::State::kReady && t->fd >= 0) {
+      p.running = t;
       t->state = Thread::State::kRunning;
+      t->out += t->pending;
+      t->pending.clear();
       flush(*t);
     }
   }
-  answered_ = 0;
+}
+
+void LaunchServer::stop_running(Thread& t) {
+  Program& p = *t.program;
+  if (p.running != &t) return;
+  p.running = nullptr;
+  give_turn(p);
 }
 
 void LaunchServer::flush(Thread& t) {
@@ -502,12 +571,28 @@ void LaunchServer::hang_up(Thread& t) {
   t.fd = -1;
   t.out.clear();
   t.sent = 0;
+  t.pending.clear();
 }
 
 void LaunchServer::end_thread(Thread& t) {
   t.state = Thread::State::kGone;
   t.quit = true;
   if (t.wake) t.wake->set();
+  Program& p = *t.program;
+  // A thread that ended no longer takes a wake meant for a live one.
+  if (auto it = p.waiters.find(t.wait_key); it != p.waiters.end()) {
+    auto& queue = it->second;
+    queue.erase(std::remove(queue.begin(), queue.end(), &t), queue.end());
+    if (queue.empty()) p.waiters.erase(it);
+  }
+  for (Thread* joiner : t.joiners) wake_one(*joiner);
+  t.joiners.clear();
+  stop_running(t);
+}
+
+void LaunchServer::wake_one(Thread& t) {
+  t.woken = true;
+  if (t.woke) t.woke->set();
 }
 
 void LaunchServer::poll_once(int timeout_ms) {
@@ -667,6 +752,7 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
   if (slot < 0) {
     p->threads.push_back(std::make_unique<Thread>());
     t = p->threads.back().get();
+    t->program = p;
     t->slot = static_cast<int>(p->threads.size()) - 1;
   } else if (static_cast<std::size_t>(slot) < p->threads.size() &&
              p->threads[static_cast<std::size_t>(slot)]->state == Thread::State::kAnnounced) {
@@ -675,7 +761,6 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
     return refuse("thread slot " + std::to_string(slot) + " was not announced");
   }
   t->fd = fd;
-  t->state = Thread::State::kRunning;
   t->wake = platform_.make_signal();
   Program& program = *p;
   platform_.spawn_as(program.spec.process, program.spec.name + "_thread" + std::to_string(t->slot),
@@ -685,7 +770,7 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
                          t->wake = platform_.make_signal();
                          if (t->quit) return;
                          try {
-                           t->reply = serve(program, t->request.op, t->request.payload);
+                           t->reply = serve(program, *t);
                          } catch (const wire::WireError& e) {
                            t->fault = std::string("a malformed request: ") + e.what();
                          } catch (const std::exception& e) {
@@ -696,8 +781,18 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
                          platform_.wake_driver();
                        }
                      });
-  t->out += wire::reply_frame(platform_.now(), wire::Writer().boolean(true).str("").take());
-  flush(*t);
+  std::string welcome =
+      wire::reply_frame(platform_.now(), wire::Writer().boolean(true).str("").take());
+  if (p->running == t) {  // an announced thread whose turn came
+    t->state = Thread::State::kRunning;
+    t->out += welcome;
+    flush(*t);
+  } else if (slot >= 0) {  // an announced thread still in the ready queue
+    t->state = Thread::State::kReady;
+    t->pending = std::move(welcome);
+  } else {
+    become_ready(*t, std::move(welcome));
+  }
   t->in = std::move(rest);
   read_connection(p, t, -1);  // frames that came with the hello
 }
@@ -762,9 +857,11 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
         wire::Reader(r.payload).end();
         p.threads.push_back(std::make_unique<Thread>());
         Thread& fresh = *p.threads.back();
+        fresh.program = &p;
         fresh.slot = static_cast<int>(p.threads.size()) - 1;
         fresh.state = Thread::State::kAnnounced;
         fresh.wake = platform_.make_signal();
+        p.ready.push_back(&fresh);  // its turn comes after the threads ready before it
         t.out += wire::reply_frame(platform_.now(), wire::Writer().i64(fresh.slot).take());
         flush(t);
         return;
@@ -781,23 +878,111 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
         flush(t);
         return;
       }
-      default:
-        t.request = std::move(r);
-        t.state = Thread::State::kQueued;
+      case Op::kWake: {
+        wire::Reader in(r.payload);
+        const std::uint64_t key = in.u64();
+        const std::uint32_t n = in.u32();
+        in.end();
+        std::uint32_t woken = 0;
+        if (auto it = p.waiters.find(key); it != p.waiters.end()) {
+          auto& queue = it->second;
+          while (woken < n && !queue.empty()) {
+            wake_one(*queue.front());
+            queue.pop_front();
+            ++woken;
+          }
+          if (queue.empty()) p.waiters.erase(it);
+        }
+        t.out += wire::reply_frame(platform_.now(), wire::Writer().u32(woken).take());
+        flush(t);
         return;
+      }
+      case Op::kWait: {
+        wire::Reader in(r.payload);
+        t.wait_key = in.u64();
+        (void)in.u8();
+        (void)in.i64();
+        in.end();
+        // Registered now, before another thread of the program runs: a wake cannot be missed.
+        t.woken = false;
+        t.woke = platform_.make_signal();
+        p.waiters[t.wait_key].push_back(&t);
+        break;
+      }
+      case Op::kJoin: {
+        wire::Reader in(r.payload);
+        const std::int64_t slot = in.i64();
+        in.end();
+        t.woken = false;
+        t.woke = platform_.make_signal();
+        if (slot >= 0 && static_cast<std::size_t>(slot) < p.threads.size() &&
+            p.threads[static_cast<std::size_t>(slot)]->state != Thread::State::kGone &&
+            p.threads[static_cast<std::size_t>(slot)].get() != &t) {
+          p.threads[static_cast<std::size_t>(slot)]->joiners.push_back(&t);
+        } else {
+          t.woken = true;  // it has ended already (or is no thread to wait for)
+        }
+        break;
+      }
+      default:
+        break;
     }
+    t.request = std::move(r);
+    t.state = Thread::State::kQueued;
+    stop_running(t);
   } catch (const wire::WireError& e) {
     drop(p, t, std::string("a malformed request: ") + e.what());
   }
 }
 
-std::string LaunchServer::serve(Program& p, Op op, const std::string& payload) {
-  if (op == Op::kSocket) return net_.handle(p.spec.process, payload);
-  return p.session->handle(op, payload);
+std::string LaunchServer::serve(Program& p, Thread& t) {
+  const Op op = t.request.op;
+  const std::string& payload = t.request.payload;
+  switch (op) {
+    case Op::kSocket:
+      return net_.handle(p.spec.process, payload);
+    case Op::kWait: {
+      wire::Reader in(payload);
+      (void)in.u64();
+      (void)in.u8();
+      const std::int64_t timeout = in.i64();
+      if (!t.woken) {
+        (void)t.woke->wait_for(timeout < 0 ? impl::kForever : static_cast<impl::Time>(timeout));
+      }
+      if (!t.woken) {  // timed out: it leaves the queue
+        auto it = p.waiters.find(t.wait_key);
+        if (it != p.waiters.end()) {
+          auto& queue = it->second;
+          queue.erase(std::remove(queue.begin(), queue.end(), &t), queue.end());
+          if (queue.empty()) p.waiters.erase(it);
+        }
+      }
+      return wire::Writer().boolean(t.woken).take();
+    }
+    case Op::kJoin:
+      while (!t.woken) (void)t.woke->wait_for(impl::kForever);
+      return {};
+    default:
+      return p.session->handle(op, payload);
+  }
 }
 
 std::string LaunchServer::describe(const Program& p, Op op, const std::string& payload) const {
   if (op == Op::kSocket) return net_.describe(p.spec.process, payload);
+  if (op == Op::kWait) {
+    try {
+      wire::Reader in(payload);
+      const std::uint64_t key = in.u64();
+      return wait_kind_name(static_cast<wire::WaitKind>(in.u8())) + " at 0x" + hex(key);
+    } catch (const wire::WireError&) {
+    }
+  }
+  if (op == Op::kJoin) {
+    try {
+      return "pthread_join of thread " + std::to_string(wire::Reader(payload).i64());
+    } catch (const wire::WireError&) {
+    }
+  }
   if (op == Op::kSleep) {
     try {
       return "a sleep of " + seconds(wire::Reader(payload).u64());

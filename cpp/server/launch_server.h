@@ -14,6 +14,15 @@
 // every delta cycle of that time is done, and the answers go out. Nothing depends on wall-clock
 // time or arrival order, so a launch replays bit for bit.
 //
+// Threads: one thread of a program runs at a time (as Shadow runs a managed process's threads),
+// so that what they do to the memory they share follows an order the world gives. An answer for
+// a thread while another thread of its program runs waits in the program's ready queue, in the
+// order the answers came (by thread at one time), until the running one asks for something that
+// waits or ends; a thread just created is queued when it is announced. Threads wait for each
+// other with kWait/kWake keyed by an address of the program (the preloaded mutexes, conditions
+// and semaphores, cpp/preload/sync_calls.cpp) and kJoin: a wait is registered as its request
+// arrives, before any other thread of the program runs, so no wake is lost.
+//
 // Faults: a frame that does not decode, or a request while one is outstanding, ends that
 // thread's connection (its calls fail); a program that exits or dies ends its Session (the
 // instances it holds are abandoned) and closes its sockets. The world and the other programs go
@@ -95,6 +104,14 @@ class LaunchServer {
   void read_connection(Program* owner, Thread* t, int fd);
   void hello(int fd, const std::string& payload, std::string rest);
   void request(Program& p, Thread& t, wire::Request r);
+  /// Gives `t` its answer now if no thread of its program runs, else queues it for its turn.
+  void become_ready(Thread& t, std::string answer);
+  /// Lets the next ready thread of `p` run if none does.
+  void give_turn(Program& p);
+  /// `t` waits or ended: the next ready thread of its program runs.
+  void stop_running(Thread& t);
+  /// Ends `t`'s kWait or kJoin.
+  void wake_one(Thread& t);
   void drop(Program& p, Thread& t, const std::string& why);
   /// Closes a thread's connection and forgets what it had still to send.
   void hang_up(Thread& t);
@@ -111,7 +128,7 @@ class LaunchServer {
   bool all_ended() const;
   void poll_once(int timeout_ms);
   void stop_everything();
-  std::string serve(Program& p, wire::Op op, const std::string& payload);
+  std::string serve(Program& p, Thread& t);
   std::string describe(const Program& p, wire::Op op, const std::string& payload) const;
 
   sim::SystemcPlatform& platform_;

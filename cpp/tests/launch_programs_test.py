@@ -196,3 +196,42 @@ def test_a_stalled_launch_reports_who_waits_on_what():
         done.stderr
     assert "[p0] waits for thread 0: accept on 10.0.1.1:26003 since t=" in done.stderr
     assert "p0 (node 0) did not end" in done.stderr
+
+
+def test_threads_wait_on_each_other_in_simulated_time_and_replay():
+    runs = [launch([os.path.join(PROGRAMS, "threads")]) for _ in range(2)]
+    done = runs[0]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert runs[0].stdout == runs[1].stdout
+    lines = [line.removeprefix("[p0] ") for line in done.stdout.splitlines()]
+    expected = [
+        "condition variable: items 1@10 2@20 3@30 4@40 5@50 ms",
+        "condition_variable::wait_for 1 s: timeout after 1000000000 ns",
+        "monotonic pthread_cond_timedwait 500 ms: ETIMEDOUT after 500000000 ns",
+        "sem_timedwait 250 ms: Connection timed out after 250000000 ns",
+        "sem_clockwait 125 ms: Connection timed out after 125000000 ns",
+        "timed_mutex::try_lock_for 75 ms: timeout after 75000000 ns",
+        "sem_wait woke at +100000000 ns",
+        "barrier: left at 30000000 30000000 30000000 ns, 1 serial",
+        "shared_mutex reader got it after 5000000 ns",
+        "join returned at +2000000000 ns",
+        "join of an ended thread: +2001000000 ns",
+    ]
+    for line in expected:
+        assert line in lines, (line, done.stdout)
+    # 4 threads x 5 sleeps of 1 ms inside one mutex: 20 ms, serialised.
+    contention = re.search(r"mutex: counter (\d+), entries ([a-d]+), (\d+) ns", done.stdout)
+    assert contention, done.stdout
+    assert contention.group(1) == "1000" and len(contention.group(2)) == 20
+    assert sorted(contention.group(2)) == sorted("abcd" * 5)
+    assert contention.group(3) == "20000000"
+
+
+def test_a_deadlock_between_threads_is_reported_with_what_each_waits_on():
+    done = launch([os.path.join(PROGRAMS, "threads"), "deadlock"], options=["--timeout", "60"])
+    assert done.returncode == 124, done.stdout + done.stderr
+    assert "every program left waits for something that cannot happen" in done.stderr
+    report = done.stderr
+    assert re.search(r"thread 0: pthread_join of thread 1 since t=0\.000000 s", report), report
+    assert len(re.findall(r"thread [12]: a mutex at 0x[0-9a-f]+ since t=0\.001000 s", report)) \
+        == 2, report

@@ -38,6 +38,11 @@ enum class Op : std::uint32_t {
   kPushCache,   // handle, cache, index, src_batch_index, size, ext -> status, why
   kPushBlocks,  // handle, cache, index, src_blocks, dst_blocks, ext -> status, why
   kSocket,      // a control-plane TCP call (SockOp, args) -> i64 result, i32 errno, results
+  // Thread synchronisation of a launched program (cpp/preload/sync_calls.cpp): a wait is keyed by
+  // an address of the program, woken in FIFO order.
+  kWait,  // u64 key, u8 WaitKind, i64 timeout_ps (-1: none) -> u8 woken (0: timed out)
+  kWake,  // u64 key, u32 n -> u32 woken (answered at once: the caller keeps running)
+  kJoin,  // i64 slot -> (when that thread of the program has ended)
   kLast,
 };
 
@@ -74,6 +79,9 @@ enum class SockOp : std::uint32_t {
   kName,        // i32 fd, bool peer -> 0, u32 ip, u16 port
   kTakeError,   // i32 fd -> 0, i32 pending error (SO_ERROR)
 };
+
+/// What a kWait waits on, for stall reports.
+enum class WaitKind : std::uint8_t { kMutex = 1, kCondition, kSemaphore, kRwLock, kBarrier, kFutex };
 
 /// Flags of SockOp::kRecv.
 inline constexpr std::uint32_t kRecvPeek = 1;

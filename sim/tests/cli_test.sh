@@ -67,4 +67,13 @@ set -e
 test $rc -eq 2
 
 for sub in demo run sweep report; do "$kvsim" $sub --help >/dev/null; done
+
+# kvsim silences SystemC's banner itself, in help and in a run that builds a kernel.
+for args in "--help" "run $scenario --no-trace -q -o $work/quiet"; do
+  out=$(env -u SYSTEMC_DISABLE_COPYRIGHT_MESSAGE "$kvsim" $args 2>&1)
+  if [[ $out == *Copyright* ]]; then
+    echo "kvsim $args printed SystemC's banner" >&2
+    exit 1
+  fi
+done
 echo "1 passed, 0 failed"
