@@ -1,14 +1,15 @@
-// TCP sockets of a launched program in the simulated hosts' network (cpp/server/control_net.h):
-// an AF_INET stream socket is a placeholder descriptor here (an unconnected AF_UNIX socket, so
-// the number is the program's and fstat says socket) and lives in the world, where every call on
-// it runs in simulated time. Other sockets and descriptors go to the C library, inside the
-// launch's network namespace. Not simulated: IPv6, UDP, epoll, and descriptors duplicated with
-// dup(); a poll or select that mixes simulated sockets with other descriptors looks at the
-// others once, without waiting.
+// TCP sockets of a launched program in the simulated hosts' network (cpp/server/control_net.h),
+// and its socketpairs and eventfds: each is a placeholder descriptor here (an unconnected AF_UNIX
+// socket, so the number is the program's and fstat says socket) and lives in the world, where
+// every call on it runs in simulated time; dup, dup2, dup3 and F_DUPFD give another name of it.
+// Other sockets and descriptors go to the C library, inside the launch's network namespace. Not
+// simulated: IPv6, UDP, pipes; a poll or select that mixes simulated descriptors with others
+// looks at the others once, without waiting.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -24,6 +25,7 @@
 
 #include "cpp/client/channel.h"
 #include "cpp/preload/real_calls.h"
+#include "cpp/preload/socket_calls.h"
 
 namespace {
 
@@ -39,10 +41,30 @@ constexpr std::size_t kMaxPiece = 16u << 20;  // per request, well below wire::k
 constexpr std::int64_t kPsPerMs = 1'000'000'000;
 
 std::atomic<std::uint8_t> g_fds[kMaxFd];
+std::atomic<bool> g_touched[kMaxFd];
+
+}  // namespace
+
+namespace kvsim::cpp::preload {
 
 bool emulated(int fd) {
   return fd >= 0 && fd < kMaxFd && (g_fds[fd].load(std::memory_order_relaxed) & kEmulated) != 0;
 }
+
+void touched(int fd) {
+  if (fd >= 0 && fd < kMaxFd) g_touched[fd].store(true, std::memory_order_relaxed);
+}
+
+bool take_touched(int fd) {
+  return fd >= 0 && fd < kMaxFd && g_touched[fd].exchange(false, std::memory_order_relaxed);
+}
+
+}  // namespace kvsim::cpp::preload
+
+namespace {
+
+using kvsim::cpp::preload::emulated;
+
 bool nonblocking(int fd) {
   return (g_fds[fd].load(std::memory_order_relaxed) & kNonBlocking) != 0;
 }
@@ -127,6 +149,7 @@ int placeholder(bool cloexec) {
 }
 
 ssize_t send_bytes(int fd, const char* data, std::size_t n, int flags) {
+  kvsim::cpp::preload::touched(fd);
   std::size_t done = 0;
   do {
     const std::size_t piece = std::min(kMaxPiece, n - done);
@@ -147,6 +170,7 @@ ssize_t send_bytes(int fd, const char* data, std::size_t n, int flags) {
 
 ssize_t recv_bytes(int fd, void* buf, std::size_t n, int flags) {
   if (buf == nullptr && n > 0) return fail(EFAULT);
+  kvsim::cpp::preload::touched(fd);
   std::uint32_t f = 0;
   if (flags & MSG_PEEK) f |= wire::kRecvPeek;
   if (flags & MSG_WAITALL) f |= wire::kRecvWaitAll;
@@ -190,7 +214,10 @@ ssize_t scatter(int fd, const iovec* iov, int count, int flags) {
   return n;
 }
 
-// poll over simulated sockets and other descriptors (see the file's comment).
+}  // namespace
+
+namespace kvsim::cpp::preload {
+
 int poll_mixed(pollfd* fds, nfds_t n, std::int64_t timeout_ps) {
   std::vector<pollfd> others;
   std::vector<nfds_t> other_index;
@@ -228,6 +255,12 @@ int poll_mixed(pollfd* fds, nfds_t n, std::int64_t timeout_ps) {
   }
   return ready + static_cast<int>(r.result);
 }
+
+}  // namespace kvsim::cpp::preload
+
+namespace {
+
+using kvsim::cpp::preload::poll_mixed;
 
 std::int64_t to_ps(const timespec* ts) {
   if (ts == nullptr) return -1;
@@ -416,11 +449,120 @@ int shutdown(int fd, int how) {
 }
 
 int close(int fd) {
+  if (simulated()) kvsim::cpp::preload::forget_in_epolls(fd);  // an epoll set, or one's entry
   if (emulated(fd)) {
     g_fds[fd].store(0);
     (void)call(SockOp::kClose, wire::Writer().i32(fd).take());
   }
   return KVSIM_REAL(close)(fd);
+}
+
+int socketpair(int domain, int type, int protocol, int sv[2]) {
+  const int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (!simulated() || domain != AF_UNIX || kind != SOCK_STREAM || protocol != 0) {
+    return KVSIM_REAL(socketpair)(domain, type, protocol, sv);
+  }
+  if (sv == nullptr) return fail(EFAULT);
+  const int a = placeholder((type & SOCK_CLOEXEC) != 0);
+  if (a < 0) return -1;
+  const int b = placeholder((type & SOCK_CLOEXEC) != 0);
+  if (b < 0) {
+    KVSIM_REAL(close)(a);
+    return -1;
+  }
+  const Reply r = call(SockOp::kPair, wire::Writer().i32(a).i32(b).take());
+  if (r.result < 0) {
+    KVSIM_REAL(close)(a);
+    KVSIM_REAL(close)(b);
+    return fail(r.error);
+  }
+  mark(a, (type & SOCK_NONBLOCK) != 0);
+  mark(b, (type & SOCK_NONBLOCK) != 0);
+  sv[0] = a;
+  sv[1] = b;
+  return 0;
+}
+
+int eventfd(unsigned int initial, int flags) {
+  if (!simulated()) return KVSIM_REAL(eventfd)(initial, flags);
+  if ((flags & ~(EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE)) != 0) return fail(EINVAL);
+  const int fd = placeholder((flags & EFD_CLOEXEC) != 0);
+  if (fd < 0) return -1;
+  const Reply r = call(SockOp::kEventFd, wire::Writer()
+                                             .i32(fd)
+                                             .u64(initial)
+                                             .boolean((flags & EFD_SEMAPHORE) != 0)
+                                             .take());
+  if (r.result < 0) {
+    KVSIM_REAL(close)(fd);
+    return fail(r.error);
+  }
+  mark(fd, (flags & EFD_NONBLOCK) != 0);
+  return fd;
+}
+
+// glibc's eventfd_read/eventfd_write call its internal read and write, past the shim.
+int eventfd_read(int fd, eventfd_t* value) {
+  if (!emulated(fd)) return KVSIM_REAL(eventfd_read)(fd, value);
+  return recv_bytes(fd, value, sizeof(*value), 0) == sizeof(*value) ? 0 : -1;
+}
+
+int eventfd_write(int fd, eventfd_t value) {
+  if (!emulated(fd)) return KVSIM_REAL(eventfd_write)(fd, value);
+  return send_bytes(fd, reinterpret_cast<const char*>(&value), sizeof(value), 0) == sizeof(value)
+             ? 0
+             : -1;
+}
+
+}  // extern "C"
+
+namespace {
+
+// Gives `fresh` (a descriptor the C library just made a copy of `fd` under) the world's socket.
+int name_again(int fd, int fresh) {
+  if (fresh < 0) return fresh;
+  if (fresh >= kMaxFd) {
+    KVSIM_REAL(close)(fresh);
+    return fail(EMFILE);
+  }
+  const Reply r = call(SockOp::kDup, wire::Writer().i32(fd).i32(fresh).take());
+  if (r.result < 0) {
+    KVSIM_REAL(close)(fresh);
+    return fail(r.error);
+  }
+  mark(fresh, nonblocking(fd));
+  return fresh;
+}
+
+// dup2/dup3 onto a simulated descriptor first closes it, as the kernel does.
+void drop_target(int old_fd, int new_fd) {
+  if (new_fd == old_fd || !emulated(new_fd)) return;
+  g_fds[new_fd].store(0);
+  kvsim::cpp::preload::forget_in_epolls(new_fd);
+  (void)call(SockOp::kClose, wire::Writer().i32(new_fd).take());
+}
+
+}  // namespace
+
+extern "C" {
+
+int dup(int fd) {
+  if (!emulated(fd)) return KVSIM_REAL(dup)(fd);
+  return name_again(fd, KVSIM_REAL(dup)(fd));
+}
+
+int dup2(int fd, int new_fd) {
+  if (simulated()) drop_target(fd, new_fd);
+  const int r = KVSIM_REAL(dup2)(fd, new_fd);
+  if (r < 0 || !emulated(fd) || new_fd == fd) return r;
+  return name_again(fd, r);
+}
+
+int dup3(int fd, int new_fd, int flags) {
+  if (simulated() && fd != new_fd) drop_target(fd, new_fd);
+  const int r = KVSIM_REAL(dup3)(fd, new_fd, flags);
+  if (r < 0 || !emulated(fd)) return r;
+  return name_again(fd, r);
 }
 
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
@@ -491,6 +633,7 @@ int fcntl(int fd, int cmd, ...) {
   va_end(ap);
   if (emulated(fd) && cmd == F_SETFL) set_nonblocking(fd, (arg & O_NONBLOCK) != 0);
   const int r = KVSIM_REAL(fcntl)(fd, cmd, arg);
+  if (emulated(fd) && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) return name_again(fd, r);
   if (emulated(fd) && cmd == F_GETFL && r >= 0) {
     return nonblocking(fd) ? (r | O_NONBLOCK) : (r & ~O_NONBLOCK);
   }

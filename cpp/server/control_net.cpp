@@ -57,8 +57,9 @@ struct ControlNet::Result {
   static Result fail(int e) { return {-1, e}; }
 };
 
-struct ControlNet::Socket {
-  enum class State { kFresh, kListening, kConnecting, kConnected, kClosed };
+struct ControlNet::Socket : std::enable_shared_from_this<ControlNet::Socket> {
+  // kEventFd: an eventfd's counter, not a stream.
+  enum class State { kFresh, kListening, kConnecting, kConnected, kClosed, kEventFd };
   struct Segment {
     Time arrival = 0;
     std::string data;  ///< empty for a FIN
@@ -83,6 +84,10 @@ struct ControlNet::Socket {
   int pending_error = 0;     ///< SO_ERROR
   bool write_shut = false;
   Time recv_timeout = 0;  ///< SO_RCVTIMEO (0: none)
+  bool local = false;     ///< one end of a socketpair: segments arrive at once
+  int names = 1;          ///< descriptors naming it (dup): closed with the last
+  std::uint64_t counter = 0;  ///< an eventfd's value
+  bool semaphore = false;     ///< EFD_SEMAPHORE: a read takes 1
   std::vector<impl::Signal*> waiters;
 
   /// A connecting socket whose outcome is due becomes connected (or fresh, with its error).
@@ -127,6 +132,10 @@ Time ControlNet::one_way(int node_a, int node_b) const {
   return platform_.round_trip(first_device(node_a), first_device(node_b)) / 2;
 }
 
+Time ControlNet::delay(const Socket& from, const Socket& to) const {
+  return from.local ? 0 : one_way(from.node, to.node);
+}
+
 std::shared_ptr<ControlNet::Socket> ControlNet::find(int process, int fd) const {
   const auto it = sockets_.find({process, fd});
   return it == sockets_.end() ? nullptr : it->second;
@@ -162,7 +171,7 @@ void ControlNet::deliver_fin(Socket& s) {
   if (s.write_shut) return;
   s.write_shut = true;
   if (const auto remote = s.remote.lock()) {
-    remote->inbox.push_back({platform_.now() + one_way(s.node, remote->node), {}, true});
+    remote->inbox.push_back({platform_.now() + delay(s, *remote), {}, true});
     notify(*remote);
   }
 }
@@ -221,7 +230,7 @@ ControlNet::Result ControlNet::accept(Socket& s, int process, int new_fd, bool n
                                       Writer& out) {
   if (s.state != Socket::State::kListening) return Result::fail(EINVAL);
   const Time deadline = s.recv_timeout == 0 ? impl::kForever : platform_.now() + s.recv_timeout;
-  auto self = find(s.process, s.fd);
+  auto self = s.shared_from_this();
   for (;;) {
     const Time now = platform_.now();
     if (s.state != Socket::State::kListening) return Result::fail(EBADF);  // closed meanwhile
@@ -282,7 +291,7 @@ ControlNet::Result ControlNet::connect(Socket& s, std::uint32_t ip, std::uint16_
     accepted->local_port = port;
     accepted->peer_ip = s.local_ip;
     accepted->peer_port = s.local_port;
-    accepted->remote = find(s.process, s.fd);
+    accepted->remote = s.shared_from_this();
     s.remote = accepted;
     listener->backlog.emplace_back(now + there, accepted);
     notify(*listener);
@@ -296,6 +305,7 @@ ControlNet::Result ControlNet::connect(Socket& s, std::uint32_t ip, std::uint16_
 }
 
 ControlNet::Result ControlNet::send(Socket& s, const std::string& bytes) {
+  if (s.state == Socket::State::kEventFd) return add_to_counter(s, bytes);
   s.settle(platform_.now());
   if (s.state != Socket::State::kConnected) {
     return Result::fail(s.state == Socket::State::kConnecting ? EAGAIN : ENOTCONN);
@@ -305,19 +315,20 @@ ControlNet::Result ControlNet::send(Socket& s, const std::string& bytes) {
     return Result::fail(EPIPE);
   }
   if (bytes.empty()) return Result::ok();
-  remote->inbox.push_back({platform_.now() + one_way(s.node, remote->node), bytes, false});
+  remote->inbox.push_back({platform_.now() + delay(s, *remote), bytes, false});
   notify(*remote);
   return Result::ok(static_cast<std::int64_t>(bytes.size()));
 }
 
 ControlNet::Result ControlNet::recv(Socket& s, std::uint64_t max, std::uint32_t flags,
                                     bool nonblocking, Writer& out) {
+  if (s.state == Socket::State::kEventFd) return take_counter(s, max, nonblocking, out);
   s.settle(platform_.now());
   if (s.state != Socket::State::kConnected) return Result::fail(ENOTCONN);
   const bool peek = (flags & wire::kRecvPeek) != 0;
   const bool wait_all = (flags & wire::kRecvWaitAll) != 0 && !peek;
   const Time deadline = s.recv_timeout == 0 ? impl::kForever : platform_.now() + s.recv_timeout;
-  auto self = find(s.process, s.fd);
+  auto self = s.shared_from_this();
   std::string got;
   for (;;) {
     const Time now = platform_.now();
@@ -376,6 +387,10 @@ ControlNet::Result ControlNet::shutdown(Socket& s, int how) {
 ControlNet::Result ControlNet::close(int process, int fd) {
   const auto s = find(process, fd);
   if (!s) return Result::fail(EBADF);
+  if (--s->names > 0) {  // another descriptor still names it
+    sockets_.erase({process, fd});
+    return Result::ok();
+  }
   if (s->state == Socket::State::kConnected || s->state == Socket::State::kConnecting) {
     deliver_fin(*s);
   }
@@ -388,6 +403,80 @@ ControlNet::Result ControlNet::close(int process, int fd) {
   s->bound = false;
   sockets_.erase({process, fd});
   notify(*s);
+  return Result::ok();
+}
+
+// eventfd(2): a write adds its 8-byte value; a read takes the counter (or 1 in semaphore mode),
+// waiting while it is 0.
+ControlNet::Result ControlNet::add_to_counter(Socket& s, const std::string& bytes) {
+  if (bytes.size() != 8) return Result::fail(EINVAL);
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) {
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]))
+         << (8 * i);
+  }
+  constexpr std::uint64_t kMax = ~std::uint64_t{0} - 1;  // the counter's largest value
+  if (v == ~std::uint64_t{0}) return Result::fail(EINVAL);
+  if (v > kMax - s.counter) return Result::fail(EAGAIN);  // a blocking writer would wait
+  s.counter += v;
+  notify(s);
+  return Result::ok(8);
+}
+
+ControlNet::Result ControlNet::take_counter(Socket& s, std::uint64_t max, bool nonblocking,
+                                            Writer& out) {
+  if (max < 8) return Result::fail(EINVAL);
+  auto self = s.shared_from_this();
+  while (s.counter == 0) {
+    if (nonblocking) return Result::fail(EAGAIN);
+    wait_for_change(platform_, {self}, impl::kForever);
+    if (s.state != Socket::State::kEventFd) return Result::fail(EBADF);  // closed meanwhile
+  }
+  const std::uint64_t v = s.semaphore ? 1 : s.counter;
+  s.counter -= v;
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i));
+  out.str(bytes);
+  return Result::ok(8);
+}
+
+ControlNet::Result ControlNet::pair(int process, int fd_a, int fd_b) {
+  if (fd_a == fd_b) return Result::fail(EINVAL);
+  auto a = std::make_shared<Socket>();
+  auto b = std::make_shared<Socket>();
+  for (const auto& [s, fd] : {std::pair{a, fd_a}, std::pair{b, fd_b}}) {
+    s->process = process;
+    s->fd = fd;
+    s->node = node_of(process);
+    s->state = Socket::State::kConnected;
+    s->local = true;
+    sockets_[{process, fd}] = s;
+  }
+  a->remote = b;
+  b->remote = a;
+  return Result::ok();
+}
+
+ControlNet::Result ControlNet::eventfd(int process, int fd, std::uint64_t initial,
+                                       bool semaphore) {
+  auto s = std::make_shared<Socket>();
+  s->process = process;
+  s->fd = fd;
+  s->node = node_of(process);
+  s->state = Socket::State::kEventFd;
+  s->counter = initial;
+  s->semaphore = semaphore;
+  sockets_[{process, fd}] = s;
+  return Result::ok();
+}
+
+ControlNet::Result ControlNet::dup(int process, int fd, int new_fd) {
+  const auto s = find(process, fd);
+  if (!s) return Result::fail(EBADF);
+  if (new_fd == fd) return Result::ok();
+  if (find(process, new_fd)) (void)close(process, new_fd);
+  ++s->names;
+  sockets_[{process, new_fd}] = s;
   return Result::ok();
 }
 
@@ -447,6 +536,10 @@ ControlNet::Result ControlNet::poll(int process, Reader& in, Writer& out) {
           case Socket::State::kClosed:
             r = POLLNVAL;
             break;
+          case Socket::State::kEventFd:
+            if (s->counter > 0) r |= POLLIN;
+            r |= POLLOUT;
+            break;
         }
         r &= static_cast<short>(fds[i].second | POLLERR | POLLHUP | POLLNVAL);
       }
@@ -477,6 +570,19 @@ std::string ControlNet::handle(int process, const std::string& payload) {
     } else if (op == SockOp::kClose) {
       in.end();
       r = close(process, fd);
+    } else if (op == SockOp::kPair) {
+      const int other = in.i32();
+      in.end();
+      r = pair(process, fd, other);
+    } else if (op == SockOp::kEventFd) {
+      const std::uint64_t initial = in.u64();
+      const bool semaphore = in.boolean();
+      in.end();
+      r = eventfd(process, fd, initial, semaphore);
+    } else if (op == SockOp::kDup) {
+      const int new_fd = in.i32();
+      in.end();
+      r = dup(process, fd, new_fd);
     } else {
       const auto s = find(process, fd);
       switch (op) {

@@ -9,6 +9,10 @@
 // first devices (the time impl gives a link handshake) and is never lost; buffers are unbounded,
 // so send never blocks. A refused connect costs one round trip. A process that ends closes its
 // sockets: peers read end-of-file, and a later send fails with EPIPE.
+//
+// A program's socketpairs and eventfds live here too (segments within a pair take no time), so
+// that one poll or epoll_wait of a thread waits on all of its descriptors in simulated time; a
+// dup'ed descriptor names the same socket, which closes with its last name.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +59,13 @@ class ControlNet {
   Result shutdown(Socket& s, int how);
   Result close(int process, int fd);
   Result poll(int process, wire::Reader& in, wire::Writer& out);
+  Result pair(int process, int fd_a, int fd_b);
+  Result eventfd(int process, int fd, std::uint64_t initial, bool semaphore);
+  Result dup(int process, int fd, int new_fd);
+  Result add_to_counter(Socket& s, const std::string& bytes);
+  Result take_counter(Socket& s, std::uint64_t max, bool nonblocking, wire::Writer& out);
+  /// A segment's time from `from` to `to`: none within a socketpair.
+  impl::Time delay(const Socket& from, const Socket& to) const;
 
   std::shared_ptr<Socket> find(int process, int fd) const;
   int node_of(int process) const;

@@ -235,3 +235,24 @@ def test_a_deadlock_between_threads_is_reported_with_what_each_waits_on():
     assert re.search(r"thread 0: pthread_join of thread 1 since t=0\.000000 s", report), report
     assert len(re.findall(r"thread [12]: a mutex at 0x[0-9a-f]+ since t=0\.001000 s", report)) \
         == 2, report
+
+
+def test_eventfds_socketpairs_epoll_and_dups_wait_in_simulated_time():
+    runs = [launch([os.path.join(PROGRAMS, "descriptors")]) for _ in range(2)]
+    done = runs[0]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert runs[0].stdout == runs[1].stdout
+    lines = [line.removeprefix("[p0] ") for line in done.stdout.splitlines()]
+    expected = [
+        "eventfd in epoll: 1x42:1@20 1x42:2@30 ms; then 0 after 50000000 ns",
+        "empty nonblocking eventfd read: Resource temporarily unavailable",
+        "semaphore eventfd reads: 1 1 1 Resource temporarily unavailable",
+        "socketpair: poll 1, read 4 'ping' at 5 ms, then 0 at 10 ms",
+        "listener in epoll: 1 event(s), accepted: yes",
+        "edge-triggered connection: read 'hello'; quiet wait: 0 after 100000000 ns",
+        "second EPOLL_CTL_DEL: No such file or directory",
+        "dup: read 1 'x', after closing the original poll 0, dup2 to 100 read 1 'y', "
+        "after the last name closed read 0",
+    ]
+    for line in expected:
+        assert line in lines, (line, done.stdout)

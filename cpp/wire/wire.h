@@ -62,8 +62,8 @@ enum class AclOp : std::uint32_t {
   kMemset,          // u64 address, i32 value, u64 size -> code
 };
 
-/// The TCP calls of Op::kSocket (the first u32 of its payload), on a socket the program knows by
-/// its file descriptor. Addresses are IPv4 in host order. Blocking calls wait in simulated time.
+/// The socket calls of Op::kSocket (the first u32 of its payload), on a socket the program knows
+/// by its file descriptor. Addresses are IPv4 in host order. Blocking calls wait in simulated time.
 enum class SockOp : std::uint32_t {
   kOpen = 1,    // i32 fd -> 0
   kBind,        // i32 fd, u32 ip, u16 port -> 0
@@ -78,6 +78,10 @@ enum class SockOp : std::uint32_t {
   kSetTimeout,  // i32 fd, bool send, i64 ps (0: none) -> 0
   kName,        // i32 fd, bool peer -> 0, u32 ip, u16 port
   kTakeError,   // i32 fd -> 0, i32 pending error (SO_ERROR)
+  // Descriptors between threads of one program, in the same world so that one poll waits on all.
+  kPair,     // i32 fd_a, i32 fd_b -> 0: a connected stream pair without latency (socketpair)
+  kEventFd,  // i32 fd, u64 initial value, bool semaphore -> 0 (eventfd)
+  kDup,      // i32 fd, i32 new_fd -> 0: new_fd names the same socket (dup, dup2, dup3)
 };
 
 /// What a kWait waits on, for stall reports.
