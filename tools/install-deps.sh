@@ -7,6 +7,7 @@ PKGS=(
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libsimgrid-dev
   python3 python3-matplotlib python3-pybind11 pybind11-dev python3-pytest python3-numpy
   python3-yaml python3-torch python3-distributed iproute2 util-linux lld
+  chromium  # headless, for python/tests/test_report_pages.py
 )
 missing=()
 for p in "${PKGS[@]}"; do

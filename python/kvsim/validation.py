@@ -3,7 +3,7 @@
 ``kvsim validate`` (or ``kvsim.validation.validate()``) runs every row of
 scenarios/validation/published.yaml: the row's scenario with its overrides, as `kvsim run` runs
 it, and compares the row's metric with the published figure. Writes validation.md (the table),
-validation.json and, unless --no-report, a predicted-against-published plot.
+validation.json and, unless --no-report, a predicted-against-published plot and index.html.
 """
 import argparse
 import json
@@ -114,12 +114,30 @@ def plot(rows, out_dir):
     plt.close(fig)
 
 
+def page(rows, out_dir):
+    """index.html: the plot, then every published figure against kvsim's."""
+    import html
+    cells = "".join(
+        f"<tr><td>{html.escape(r['label'])}</td><td>{r['published']:.4g} {html.escape(r['unit'])}"
+        f"</td><td>{r['predicted']:.4g} {html.escape(r['unit'])}</td>"
+        f"<td>{r['error_pct']:+.0f} %</td><td>{html.escape(r['source'])}</td></tr>" for r in rows)
+    title = "kvsim validation against published hardware measurements"
+    with open(os.path.join(out_dir, "index.html"), "w") as f:
+        f.write(f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+                "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;"
+                "text-align:left}</style></head><body>"
+                f"<h1>{title}</h1><p>No value of kvsim was fitted to these rows.</p>"
+                '<p><img src="validation.svg" alt="validation" style="max-width:100%"></p>'
+                "<table><tr><th>measurement</th><th>published</th><th>kvsim</th><th>error</th>"
+                f"<th>source</th></tr>{cells}</table></body></html>")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="kvsim validate", description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", default=os.path.join("out", "validation"))
     ap.add_argument("--dir", default=None, help="a folder with published.yaml and its scenarios")
     ap.add_argument("-j", "--jobs", type=int, default=None)
-    ap.add_argument("--no-report", action="store_true", help="no plot")
+    ap.add_argument("--no-report", action="store_true", help="no plot or page")
     args = ap.parse_args(argv)
     try:
         rows = validate(args.dir, args.jobs)
@@ -134,6 +152,7 @@ def main(argv=None):
         f.write(table)
     if not args.no_report:
         plot(rows, args.out)
+        page(rows, args.out)
     print(table, end="")
     print(f"{len(rows)} published figures: {args.out}/validation.md")
     return 0 if all(r["ok"] for r in rows) else 1
