@@ -67,10 +67,21 @@ struct Connection {
   bool broken = false;
   std::int64_t slot = -1;  // announced by the thread that started this one
   std::uint64_t now_ps = 0;
-  ~Connection() {
-    if (fd >= 0) sys_close(fd);
-  }
+  ~Connection();
 };
+
+std::atomic<bool> g_main_left_alone{false};  // the main thread called pthread_exit
+
+// The main thread's connection closes in exit(), before the process ends: it says so first, so
+// that the world waits for the end instead of finding the other threads blocked and stopping.
+Connection::~Connection() {
+  if (fd < 0) return;
+  if (!broken && !g_main_left_alone && static_cast<long>(::getpid()) == syscall(SYS_gettid)) {
+    (void)write_all(fd, wire::request_frame(wire::Op::kBye, {}));
+  }
+  sys_close(fd);
+  fd = -1;
+}
 
 thread_local Connection t_connection;
 thread_local std::uint64_t t_calls = 0;
@@ -251,6 +262,10 @@ std::int64_t Channel::announce_thread() {
   } catch (const wire::WireError&) {
     return -1;
   }
+}
+
+void Channel::main_thread_exits_alone() {
+  if (static_cast<long>(::getpid()) == syscall(SYS_gettid)) g_main_left_alone = true;
 }
 
 void Channel::cancel_thread(std::int64_t slot) {

@@ -44,6 +44,8 @@ class Channel {
   /// Announces a thread about to start (the preloaded pthread_create): its slot, -1 if not
   /// launched. The launch counts the process as running until that thread's first call.
   std::int64_t announce_thread();
+  /// The calling thread ends by pthread_exit: if it is the main thread, the process goes on.
+  void main_thread_exits_alone();
   /// The announced thread did not start.
   void cancel_thread(std::int64_t slot);
   /// Binds the calling (new) thread to its announced slot; connects at once so that the world

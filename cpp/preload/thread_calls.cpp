@@ -90,6 +90,12 @@ extern "C" int pthread_join(pthread_t thread, void** result) {
   return KVSIM_REAL(pthread_join)(thread, result);
 }
 
+extern "C" [[noreturn]] void pthread_exit(void* result) {
+  if (kvsim::cpp::preload::simulated()) Channel::get().main_thread_exits_alone();
+  KVSIM_REAL(pthread_exit)(result);
+  __builtin_unreachable();
+}
+
 extern "C" int pthread_detach(pthread_t thread) {
   const int rc = KVSIM_REAL(pthread_detach)(thread);
   if (rc == 0) (void)slots().take(thread);  // its pthread_t may be reused by a later thread

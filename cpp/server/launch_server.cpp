@@ -253,6 +253,7 @@ struct LaunchServer::Program {
   Thread* running = nullptr;
   std::deque<Thread*> ready;                             ///< in the order their answers came
   std::map<std::uint64_t, std::deque<Thread*>> waiters;  ///< kWait's threads by key, FIFO
+  bool exiting = false;  ///< its main thread said kBye: it runs until its process ends
   bool exited = false;
   std::optional<int> exit_code;
   std::uint64_t ended_ps = 0;
@@ -440,6 +441,7 @@ bool LaunchServer::any_program_runs() const {
   for (const auto& p : programs_) {
     if (p->exited) continue;
     if (p->running != nullptr) return true;  // give_turn leaves no ready thread without one
+    if (p->exiting) return true;
     bool waits = false;
     for (const auto& t : p->threads) {
       if (t->state == Thread::State::kAnswered) return true;
@@ -839,6 +841,10 @@ void LaunchServer::read_connection(Program* owner, Thread* t, int fd) {
 }
 
 void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
+  if (r.op == Op::kBye) {  // no answer: its connection closes next
+    p.exiting = true;
+    return;
+  }
   if (t.state != Thread::State::kRunning) {
     drop(p, t, "a request while its last one is unanswered");
     return;

@@ -256,3 +256,28 @@ def test_eventfds_socketpairs_epoll_and_dups_wait_in_simulated_time():
     ]
     for line in expected:
         assert line in lines, (line, done.stdout)
+
+
+def test_a_threaded_python_connector_pair_runs_as_os_processes_in_simulated_time():
+    # Python programs are hosted in the launcher unless the command is not recognisably Python;
+    # `env` makes these two OS processes with the preloaded shim, as a C++ program is (the step
+    # towards one launch mechanism, issue 28). CPython's GIL, threading, queue, selectors,
+    # ThreadPoolExecutor and asyncio then wait through the shim.
+    script = os.path.join(os.path.dirname(__file__), "programs", "python_pair.py")
+    python = ["/usr/bin/env", "/usr/bin/python3", script]
+    pair = (python + ["prefill", HOSTS[0], HOSTS[0]], python + ["decode", HOSTS[1], HOSTS[0]])
+    runs = [launch(*pair) for _ in range(2)]
+    done = runs[0]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+    out = done.stdout
+    assert "[p0] listening: True 0.000 ms" in out, out
+    assert re.search(r"\[p1\] linked: True blocks=128 layers=80 \d+\.\d+ ms", out), out
+    pulled = [float(t) for t in re.findall(r"\[p1\] pulled \d: ok (\d+\.\d+) ms", out)]
+    assert len(pulled) == 4 and pulled == sorted(pulled), out
+    # One pull at a time: each waits for the one before, then 5, 10, 15, 20 ms of transfer.
+    assert pulled[3] - pulled[0] >= 45.0, out
+    assert "[p1] asyncio: finished [0, 1, 2, 3]" in out, out
+    assert "[p0] all finished: True" in out, out
+    # The prefill side exits with its daemon listener still blocked in accept.
+    assert re.search(r"p0 \(node 0\) exited 0 at t=0\.16\d+ s", done.stderr), done.stderr

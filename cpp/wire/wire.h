@@ -43,6 +43,7 @@ enum class Op : std::uint32_t {
   kWait,  // u64 key, u8 WaitKind, i64 timeout_ps (-1: none) -> u8 woken (0: timed out)
   kWake,  // u64 key, u32 n -> u32 woken (answered at once: the caller keeps running)
   kJoin,  // i64 slot -> (when that thread of the program has ended)
+  kBye,   // (no reply) the main thread's last message: the process is exiting
   kLast,
 };
 
