@@ -8,6 +8,7 @@ PKGS=(
   python3 python3-matplotlib python3-pybind11 pybind11-dev python3-pytest python3-numpy
   python3-yaml python3-torch python3-distributed iproute2 util-linux lld
   chromium  # headless, for python/tests/test_report_pages.py
+  python3-zmq  # libzmq under launched programs (cpp/tests/programs/zmq_pair.py)
 )
 missing=()
 for p in "${PKGS[@]}"; do

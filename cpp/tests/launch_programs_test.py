@@ -281,3 +281,19 @@ def test_a_threaded_python_connector_pair_runs_as_os_processes_in_simulated_time
     assert "[p0] all finished: True" in out, out
     # The prefill side exits with its daemon listener still blocked in accept.
     assert re.search(r"p0 \(node 0\) exited 0 at t=0\.16\d+ s", done.stderr), done.stderr
+
+
+def test_a_zeromq_pair_runs_as_os_processes_in_simulated_time():
+    # libzmq's I/O and reaper threads wait in epoll on eventfds and TCP sockets (see above for
+    # why `env`).
+    script = os.path.join(os.path.dirname(__file__), "programs", "zmq_pair.py")
+    python = ["/usr/bin/env", "/usr/bin/python3", script]
+    pair = (python + ["prefill", HOSTS[0]], python + ["decode", HOSTS[0]])
+    runs = [launch(*pair) for _ in range(2)]
+    done = runs[0]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+    acks = re.findall(r"\[p1\] ack finished (\d) (\d+)\.\d+ ms", done.stdout)
+    # One report every 10 ms of simulated sleep, each acknowledged within the same millisecond.
+    assert acks == [("0", "10"), ("1", "20"), ("2", "30")], done.stdout
+    assert "[p0] served all: True" in done.stdout and "[p1] decode done" in done.stdout
