@@ -17,6 +17,7 @@
 
 #include "cpp/preload/real_calls.h"
 #include "cpp/preload/socket_calls.h"
+#include "cpp/preload/spin_lock.h"
 
 namespace {
 
@@ -32,13 +33,8 @@ struct Entry {
 
 class Sets {
  public:
-  struct Guard {
-    explicit Guard(Sets& s) : flag(s.lock_) {
-      while (flag.test_and_set(std::memory_order_acquire)) {
-      }
-    }
-    ~Guard() { flag.clear(std::memory_order_release); }
-    std::atomic_flag& flag;
+  struct Guard : kvsim::cpp::preload::SpinLock::Guard {
+    explicit Guard(Sets& s) : kvsim::cpp::preload::SpinLock::Guard(s.lock_) {}
   };
   /// The simulated entries of epoll descriptor `epfd`; nullptr if it is none of the program's.
   std::vector<Entry>* find(int epfd) {
@@ -59,7 +55,7 @@ class Sets {
   }
 
  private:
-  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+  kvsim::cpp::preload::SpinLock lock_;
   std::map<int, std::vector<Entry>>* sets_ = new std::map<int, std::vector<Entry>>();
 };
 
@@ -128,6 +124,13 @@ int wait(int epfd, epoll_event* events, int max, std::int64_t timeout_ps) {
   return out;
 }
 
+// True if `epfd` is an epoll descriptor of a launched program (made by the shim).
+bool ours(int epfd) {
+  if (!simulated()) return false;
+  Sets::Guard g(sets());
+  return sets().find(epfd) != nullptr;
+}
+
 }  // namespace
 
 namespace kvsim::cpp::preload {
@@ -184,35 +187,20 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event* event) {
 }
 
 int epoll_wait(int epfd, struct epoll_event* events, int max, int timeout_ms) {
-  bool ours = false;
-  if (simulated()) {
-    Sets::Guard g(sets());
-    ours = sets().find(epfd) != nullptr;
-  }
-  if (!ours) return KVSIM_REAL(epoll_wait)(epfd, events, max, timeout_ms);
+  if (!ours(epfd)) return KVSIM_REAL(epoll_wait)(epfd, events, max, timeout_ms);
   return wait(epfd, events, max,
               timeout_ms < 0 ? -1 : static_cast<std::int64_t>(timeout_ms) * 1'000'000'000LL);
 }
 
 int epoll_pwait(int epfd, struct epoll_event* events, int max, int timeout_ms,
                 const sigset_t* mask) {
-  bool ours = false;
-  if (simulated()) {
-    Sets::Guard g(sets());
-    ours = sets().find(epfd) != nullptr;
-  }
-  if (!ours) return KVSIM_REAL(epoll_pwait)(epfd, events, max, timeout_ms, mask);
+  if (!ours(epfd)) return KVSIM_REAL(epoll_pwait)(epfd, events, max, timeout_ms, mask);
   return epoll_wait(epfd, events, max, timeout_ms);
 }
 
 int epoll_pwait2(int epfd, struct epoll_event* events, int max, const struct timespec* timeout,
                  const sigset_t* mask) {
-  bool ours = false;
-  if (simulated()) {
-    Sets::Guard g(sets());
-    ours = sets().find(epfd) != nullptr;
-  }
-  if (!ours) return KVSIM_REAL(epoll_pwait2)(epfd, events, max, timeout, mask);
+  if (!ours(epfd)) return KVSIM_REAL(epoll_pwait2)(epfd, events, max, timeout, mask);
   if (timeout != nullptr && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
                              timeout->tv_nsec >= 1'000'000'000L)) {
     return fail(EINVAL);

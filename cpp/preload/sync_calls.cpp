@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "cpp/preload/real_calls.h"
+#include "cpp/preload/spin_lock.h"
 #include "cpp/preload/waits.h"
 
 namespace {
@@ -157,16 +158,16 @@ struct Barrier {
 class Barriers {
  public:
   void add(const void* b, unsigned count) {
-    Guard g(lock_);
+    kvsim::cpp::preload::SpinLock::Guard g(lock_);
     (*all_)[b] = Barrier{count, 0, 0};
   }
   void remove(const void* b) {
-    Guard g(lock_);
+    kvsim::cpp::preload::SpinLock::Guard g(lock_);
     all_->erase(b);
   }
   // Counts an arrival: the round to wait for the end of, or nullopt if the caller completes it.
   std::optional<std::uint64_t> arrive(const void* b, bool& known) {
-    Guard g(lock_);
+    kvsim::cpp::preload::SpinLock::Guard g(lock_);
     auto it = all_->find(b);
     known = it != all_->end();
     if (!known) return std::nullopt;
@@ -177,21 +178,13 @@ class Barriers {
     return std::nullopt;
   }
   std::uint64_t round(const void* b) {
-    Guard g(lock_);
+    kvsim::cpp::preload::SpinLock::Guard g(lock_);
     auto it = all_->find(b);
     return it == all_->end() ? 0 : it->second.round;
   }
 
  private:
-  struct Guard {
-    explicit Guard(std::atomic_flag& f) : flag(f) {
-      while (flag.test_and_set(std::memory_order_acquire)) {
-      }
-    }
-    ~Guard() { flag.clear(std::memory_order_release); }
-    std::atomic_flag& flag;
-  };
-  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+  kvsim::cpp::preload::SpinLock lock_;
   std::unordered_map<const void*, Barrier>* all_ = new std::unordered_map<const void*, Barrier>();
 };
 

@@ -11,6 +11,7 @@
 
 #include "cpp/client/channel.h"
 #include "cpp/preload/real_calls.h"
+#include "cpp/preload/spin_lock.h"
 #include "cpp/preload/waits.h"
 
 namespace {
@@ -34,11 +35,11 @@ void* start_announced(void* p) {
 class Slots {
  public:
   void put(pthread_t t, std::int64_t slot) {
-    Guard g(lock_);
+    kvsim::cpp::preload::SpinLock::Guard g(lock_);
     (*slots_)[t] = slot;
   }
   std::int64_t take(pthread_t t) {
-    Guard g(lock_);
+    kvsim::cpp::preload::SpinLock::Guard g(lock_);
     auto it = slots_->find(t);
     if (it == slots_->end()) return -1;
     const std::int64_t slot = it->second;
@@ -47,15 +48,7 @@ class Slots {
   }
 
  private:
-  struct Guard {
-    explicit Guard(std::atomic_flag& f) : flag(f) {
-      while (flag.test_and_set(std::memory_order_acquire)) {
-      }
-    }
-    ~Guard() { flag.clear(std::memory_order_release); }
-    std::atomic_flag& flag;
-  };
-  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+  kvsim::cpp::preload::SpinLock lock_;
   std::unordered_map<pthread_t, std::int64_t>* slots_ =
       new std::unordered_map<pthread_t, std::int64_t>();  // never destroyed
 };

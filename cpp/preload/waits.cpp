@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "cpp/client/channel.h"
+#include "cpp/preload/spin_lock.h"
 
 namespace kvsim::cpp::preload {
 
@@ -20,26 +21,18 @@ using client::Channel;
 class Waiting {
  public:
   void add(std::uint64_t key, int delta) {
-    Guard g(lock_);
+    kvsim::cpp::preload::SpinLock::Guard g(lock_);
     int& n = (*counts_)[key];
     n += delta;
     if (n <= 0) counts_->erase(key);
   }
   bool any(std::uint64_t key) {
-    Guard g(lock_);
+    kvsim::cpp::preload::SpinLock::Guard g(lock_);
     return counts_->count(key) != 0;
   }
 
  private:
-  struct Guard {
-    explicit Guard(std::atomic_flag& f) : flag(f) {
-      while (flag.test_and_set(std::memory_order_acquire)) {
-      }
-    }
-    ~Guard() { flag.clear(std::memory_order_release); }
-    std::atomic_flag& flag;
-  };
-  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+  kvsim::cpp::preload::SpinLock lock_;
   // Never destroyed: threads may still wait while the program exits.
   std::unordered_map<std::uint64_t, int>* counts_ = new std::unordered_map<std::uint64_t, int>();
 };

@@ -32,6 +32,13 @@ def launch(*commands, nodes=None, options=(), timeout=300):
                           capture_output=True, text=True, timeout=timeout, cwd=BUILT, env=env)
 
 
+def launch_twice(*commands, **kw):
+    """The first of two identical launches, after checking that both printed the same."""
+    runs = [launch(*commands, **kw) for _ in range(2)]
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+    return runs[0]
+
+
 def example(name, *args):
     return [os.path.join(EXAMPLES, name), *args]
 
@@ -199,10 +206,8 @@ def test_a_stalled_launch_reports_who_waits_on_what():
 
 
 def test_threads_wait_on_each_other_in_simulated_time_and_replay():
-    runs = [launch([os.path.join(PROGRAMS, "threads")]) for _ in range(2)]
-    done = runs[0]
+    done = launch_twice([os.path.join(PROGRAMS, "threads")])
     assert done.returncode == 0, done.stdout + done.stderr
-    assert runs[0].stdout == runs[1].stdout
     lines = [line.removeprefix("[p0] ") for line in done.stdout.splitlines()]
     expected = [
         "condition variable: items 1@10 2@20 3@30 4@40 5@50 ms",
@@ -238,10 +243,8 @@ def test_a_deadlock_between_threads_is_reported_with_what_each_waits_on():
 
 
 def test_eventfds_socketpairs_epoll_and_dups_wait_in_simulated_time():
-    runs = [launch([os.path.join(PROGRAMS, "descriptors")]) for _ in range(2)]
-    done = runs[0]
+    done = launch_twice([os.path.join(PROGRAMS, "descriptors")])
     assert done.returncode == 0, done.stdout + done.stderr
-    assert runs[0].stdout == runs[1].stdout
     lines = [line.removeprefix("[p0] ") for line in done.stdout.splitlines()]
     expected = [
         "eventfd in epoll: 1x42:1@20 1x42:2@30 ms; then 0 after 50000000 ns",
@@ -266,10 +269,8 @@ def test_a_threaded_python_connector_pair_runs_as_os_processes_in_simulated_time
     script = os.path.join(os.path.dirname(__file__), "programs", "python_pair.py")
     python = ["/usr/bin/env", "/usr/bin/python3", script]
     pair = (python + ["prefill", HOSTS[0], HOSTS[0]], python + ["decode", HOSTS[1], HOSTS[0]])
-    runs = [launch(*pair) for _ in range(2)]
-    done = runs[0]
+    done = launch_twice(*pair)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
     out = done.stdout
     assert "[p0] listening: True 0.000 ms" in out, out
     assert re.search(r"\[p1\] linked: True blocks=128 layers=80 \d+\.\d+ ms", out), out
@@ -289,10 +290,8 @@ def test_a_zeromq_pair_runs_as_os_processes_in_simulated_time():
     script = os.path.join(os.path.dirname(__file__), "programs", "zmq_pair.py")
     python = ["/usr/bin/env", "/usr/bin/python3", script]
     pair = (python + ["prefill", HOSTS[0]], python + ["decode", HOSTS[0]])
-    runs = [launch(*pair) for _ in range(2)]
-    done = runs[0]
+    done = launch_twice(*pair)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
     acks = re.findall(r"\[p1\] ack finished (\d) (\d+)\.\d+ ms", done.stdout)
     # One report every 10 ms of simulated sleep, each acknowledged within the same millisecond.
     assert acks == [("0", "10"), ("1", "20"), ("2", "30")], done.stdout
