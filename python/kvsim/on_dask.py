@@ -11,7 +11,10 @@ the sweep goes on.
 Workers need kvsim's Python package (`cmake --install`, then PYTHONPATH) and, for scenarios with
 relative trace files, those files at the same path: the scenario text itself travels with the task.
 """
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
 
 from . import _core
@@ -28,8 +31,13 @@ def connect(address):
             raise ValueError(f"--dask local:N needs a worker count, not {address!r}") from None
         if n < 1:
             raise ValueError(f"--dask local:N needs N >= 1, not {n}")
+        # Workers' scratch space in a folder of this run's own, removed at exit (Dask's default
+        # leaves /tmp/dask-worker-space behind).
+        scratch = tempfile.mkdtemp(prefix="kvsim-dask-")
+        atexit.register(shutil.rmtree, scratch, True)
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address="127.0.0.1:0")
+                               host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                               local_directory=scratch)
         return Client(cluster)
     return Client(address)
 

@@ -4,8 +4,10 @@ the sweep goes on, and `kvsim sweep --dask` writes what the local CLI writes."""
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
+import tempfile
 
 import pytest
 
@@ -36,10 +38,22 @@ def cli_path():
     return str(pathlib.Path(kvsim._core.__file__).resolve().parents[2] / "sim" / "kvsim")
 
 
+# The workers' scratch space, removed with the module's last test (Dask's default leaves
+# /tmp/dask-worker-space behind).
+SCRATCH = pathlib.Path(tempfile.mkdtemp(prefix="kvsim-dask-test-"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_scratch():
+    yield
+    shutil.rmtree(SCRATCH, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address="127.0.0.1:0")
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                       local_directory=str(SCRATCH))
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()
@@ -70,7 +84,8 @@ def test_dask_sweep_is_the_local_sweep(client, scenario):
 
 def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(scenario):
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address="127.0.0.1:0")
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                       local_directory=str(SCRATCH))
     with distributed.Client(cluster) as c:
         pids = c.run(os.getpid)
         axes = {"workload.requests": [str(n) for n in range(40, 48)]}

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "model/errors.h"
@@ -201,6 +202,7 @@ TEST(Scenario, TraceFileGivesArrivalsAndLengths) {
   text.replace(text.find("  requests: 3\n  interval: 20ms\n  prompt_tokens: 4096\n"), 52,
                "  trace: trace.csv\n");
   const Scenario s = parse_scenario(text, "t.yaml", {}, dir);
+  std::remove((dir + "/trace.csv").c_str());
   ASSERT_EQ(s.requests.size(), 2u);
   EXPECT_EQ(s.requests[1].arrival, 2500 * model::kUs);
   EXPECT_EQ(s.requests[1].prompt_tokens, 8192u);

@@ -138,9 +138,11 @@ TEST(Workload, BadTracesNameFileAndLine) {
     EXPECT_NE(std::string(e.what()).find("bad_trace.jsonl:2: input_length"), std::string::npos)
         << e.what();
   }
+  std::remove(path.c_str());
   const std::string azure = ::testing::TempDir() + "bad_azure.csv";
   std::ofstream(azure) << "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,0,3\n";
   EXPECT_THROW(read_trace(azure), std::invalid_argument);
+  std::remove(azure.c_str());
   TraceOptions o;
   o.window_from = 5 * model::kSec;
   o.window_to = 5 * model::kSec;
@@ -167,6 +169,7 @@ TEST(Workload, TimesPastTheBoundAreRefusedWhereTheyAreRead) {
               std::string::npos)
         << e.what();
   }
+  std::remove(path.c_str());
   TraceOptions slow;
   slow.rate_scale = 1e-6;  // an hour of trace stretched past the bound
   EXPECT_THROW(read_trace(kTraces + "mooncake_conversation_trace.jsonl", slow),
