@@ -135,7 +135,8 @@ std::string summary_text(const RunResult& r) {
     ++succeeded;
   }
   if (succeeded > 0) {
-    std::snprintf(line, sizeof line, "\nmean exposed transfer: %.1f us over %zu succeeded requests\n",
+    std::snprintf(line, sizeof line,
+                  "\nmean exposed transfer: %.1f us over %zu succeeded requests\n",
                   exposed_sum / double(succeeded), succeeded);
     o << line;
   }

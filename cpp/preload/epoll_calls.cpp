@@ -27,8 +27,8 @@ using kvsim::cpp::preload::simulated;
 struct Entry {
   int fd;
   epoll_event event;
-  bool disabled = false;     ///< EPOLLONESHOT fired
-  std::uint32_t quiet = 0;   ///< EPOLLET: conditions reported and not re-armed yet
+  bool disabled = false;    ///< EPOLLONESHOT fired
+  std::uint32_t quiet = 0;  ///< EPOLLET: conditions reported and not re-armed yet
 };
 
 class Sets {
@@ -201,14 +201,14 @@ int epoll_pwait(int epfd, struct epoll_event* events, int max, int timeout_ms,
 int epoll_pwait2(int epfd, struct epoll_event* events, int max, const struct timespec* timeout,
                  const sigset_t* mask) {
   if (!ours(epfd)) return KVSIM_REAL(epoll_pwait2)(epfd, events, max, timeout, mask);
-  if (timeout != nullptr && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
-                             timeout->tv_nsec >= 1'000'000'000L)) {
+  if (timeout != nullptr &&
+      (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1'000'000'000L)) {
     return fail(EINVAL);
   }
-  const std::int64_t ps =
-      timeout == nullptr ? -1
-                         : static_cast<std::int64_t>(timeout->tv_sec) * 1'000'000'000'000LL +
-                               static_cast<std::int64_t>(timeout->tv_nsec) * 1000;
+  const std::int64_t ps = timeout == nullptr
+                              ? -1
+                              : static_cast<std::int64_t>(timeout->tv_sec) * 1'000'000'000'000LL +
+                                    static_cast<std::int64_t>(timeout->tv_nsec) * 1000;
   return wait(epfd, events, max, ps);
 }
 

@@ -488,11 +488,9 @@ int eventfd(unsigned int initial, int flags) {
   if ((flags & ~(EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE)) != 0) return fail(EINVAL);
   const int fd = placeholder((flags & EFD_CLOEXEC) != 0);
   if (fd < 0) return -1;
-  const Reply r = call(SockOp::kEventFd, wire::Writer()
-                                             .i32(fd)
-                                             .u64(initial)
-                                             .boolean((flags & EFD_SEMAPHORE) != 0)
-                                             .take());
+  const Reply r =
+      call(SockOp::kEventFd,
+           wire::Writer().i32(fd).u64(initial).boolean((flags & EFD_SEMAPHORE) != 0).take());
   if (r.result < 0) {
     KVSIM_REAL(close)(fd);
     return fail(r.error);

@@ -104,8 +104,8 @@ int cond_wait(pthread_cond_t* c, pthread_mutex_t* m, const Deadline* deadline) {
   const int unlocked = unlock_mutex(m);
   if (unlocked != 0) return unlocked;
   // No other thread of the program runs before this wait is registered: no signal is missed.
-  const WaitResult r = left && *left == 0 ? WaitResult::kTimedOut
-                                          : wait_on(c, WaitKind::kCondition, left);
+  const WaitResult r =
+      left && *left == 0 ? WaitResult::kTimedOut : wait_on(c, WaitKind::kCondition, left);
   const int relocked = lock_mutex(m, nullptr);
   if (relocked != 0) return relocked;
   return r == WaitResult::kTimedOut ? ETIMEDOUT : 0;  // kNoWorld: a spurious wake-up
@@ -303,8 +303,7 @@ int pthread_spin_unlock(pthread_spinlock_t* s) {
   return rc;
 }
 
-int pthread_barrier_init(pthread_barrier_t* b, const pthread_barrierattr_t* attr,
-                         unsigned count) {
+int pthread_barrier_init(pthread_barrier_t* b, const pthread_barrierattr_t* attr, unsigned count) {
   const int rc = KVSIM_REAL(pthread_barrier_init)(b, attr, count);  // checks count and attr
   if (rc == 0) barriers().add(b, count);
   return rc;

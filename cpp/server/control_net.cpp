@@ -83,9 +83,9 @@ struct ControlNet::Socket : std::enable_shared_from_this<ControlNet::Socket> {
   int connect_error = 0;     ///< ...and is this (0: connected)
   int pending_error = 0;     ///< SO_ERROR
   bool write_shut = false;
-  Time recv_timeout = 0;  ///< SO_RCVTIMEO (0: none)
-  bool local = false;     ///< one end of a socketpair: segments arrive at once
-  int names = 1;          ///< descriptors naming it (dup): closed with the last
+  Time recv_timeout = 0;      ///< SO_RCVTIMEO (0: none)
+  bool local = false;         ///< one end of a socketpair: segments arrive at once
+  int names = 1;              ///< descriptors naming it (dup): closed with the last
   std::uint64_t counter = 0;  ///< an eventfd's value
   bool semaphore = false;     ///< EFD_SEMAPHORE: a read takes 1
   std::vector<impl::Signal*> waiters;
@@ -457,8 +457,7 @@ ControlNet::Result ControlNet::pair(int process, int fd_a, int fd_b) {
   return Result::ok();
 }
 
-ControlNet::Result ControlNet::eventfd(int process, int fd, std::uint64_t initial,
-                                       bool semaphore) {
+ControlNet::Result ControlNet::eventfd(int process, int fd, std::uint64_t initial, bool semaphore) {
   auto s = std::make_shared<Socket>();
   s->process = process;
   s->fd = fd;

@@ -86,7 +86,14 @@ enum class SockOp : std::uint32_t {
 };
 
 /// What a kWait waits on, for stall reports.
-enum class WaitKind : std::uint8_t { kMutex = 1, kCondition, kSemaphore, kRwLock, kBarrier, kFutex };
+enum class WaitKind : std::uint8_t {
+  kMutex = 1,
+  kCondition,
+  kSemaphore,
+  kRwLock,
+  kBarrier,
+  kFutex
+};
 
 /// Flags of SockOp::kRecv.
 inline constexpr std::uint32_t kRecvPeek = 1;

@@ -152,8 +152,8 @@ TEST(Scenario, ServingClusterParsesAndChecksItsShape) {
 
 TEST(Scenario, NestingPastYamlCppsLimitNamesTheFileAndLine) {
   // yaml-cpp's own depth guard used to surface as its bare "bad file".
-  const std::string deep = "question: deep\nhardware: " + std::string(3000, '[') +
-                           std::string(3000, ']') + "\n";
+  const std::string deep =
+      "question: deep\nhardware: " + std::string(3000, '[') + std::string(3000, ']') + "\n";
   try {
     parse_scenario(deep, "deep.yaml");
     FAIL() << "a 3000-level document was accepted";

@@ -222,9 +222,8 @@ TEST(Serving, SummarysMeanExposedTransferIsTheTablesExposedKvMean) {
   ASSERT_NE(at, std::string::npos) << text;
   double mean_us = 0;
   std::size_t over = 0;
-  ASSERT_EQ(std::sscanf(text.c_str() + at, "mean exposed transfer: %lf us over %zu", &mean_us,
-                        &over),
-            2);
+  ASSERT_EQ(
+      std::sscanf(text.c_str() + at, "mean exposed transfer: %lf us over %zu", &mean_us, &over), 2);
   EXPECT_EQ(over, m.succeeded);
   EXPECT_NEAR(mean_us, m.exposed.mean, 0.05);
 }

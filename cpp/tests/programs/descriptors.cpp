@@ -171,9 +171,10 @@ void dups() {
   const ssize_t r2 = read(sv[1], b + 1, sizeof(b) - 1);
   close(moved);
   const ssize_t eof = read(sv[1], b + 2, sizeof(b) - 2);
-  std::printf("dup: read %zd '%c', after closing the original poll %d, dup2 to %d read %zd '%c', "
-              "after the last name closed read %zd\n",
-              r, b[0], open_still, moved, r2, b[1], eof);
+  std::printf(
+      "dup: read %zd '%c', after closing the original poll %d, dup2 to %d read %zd '%c', "
+      "after the last name closed read %zd\n",
+      r, b[0], open_still, moved, r2, b[1], eof);
   close(sv[1]);
 }
 
