@@ -76,7 +76,7 @@ std::atomic<bool> g_main_left_alone{false};  // the main thread called pthread_e
 // that the world waits for the end instead of finding the other threads blocked and stopping.
 Connection::~Connection() {
   if (fd < 0) return;
-  if (!broken && !g_main_left_alone && static_cast<long>(::getpid()) == syscall(SYS_gettid)) {
+  if (!broken && !g_main_left_alone && syscall(SYS_getpid) == syscall(SYS_gettid)) {
     (void)write_all(fd, wire::request_frame(wire::Op::kBye, {}));
   }
   sys_close(fd);
@@ -192,9 +192,12 @@ bool connect_thread(Connection& c, const std::string& path, const std::string& t
     return false;
   }
   c.fd = fd;
-  const auto reply = exchange(
-      c, wire::Op::kHello,
-      wire::Writer().str(token).u64(static_cast<std::uint64_t>(::getpid())).i64(c.slot).take());
+  const auto reply = exchange(c, wire::Op::kHello,
+                              wire::Writer()
+                                  .str(token)
+                                  .u64(static_cast<std::uint64_t>(syscall(SYS_getpid)))
+                                  .i64(c.slot)
+                                  .take());
   if (!reply) return false;
   try {
     wire::Reader in(*reply);
@@ -265,7 +268,7 @@ std::int64_t Channel::announce_thread() {
 }
 
 void Channel::main_thread_exits_alone() {
-  if (static_cast<long>(::getpid()) == syscall(SYS_gettid)) g_main_left_alone = true;
+  if (syscall(SYS_getpid) == syscall(SYS_gettid)) g_main_left_alone = true;
 }
 
 void Channel::cancel_thread(std::int64_t slot) {

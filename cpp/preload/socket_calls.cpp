@@ -2,9 +2,15 @@
 // and its socketpairs and eventfds: each is a placeholder descriptor here (an unconnected AF_UNIX
 // socket, so the number is the program's and fstat says socket) and lives in the world, where
 // every call on it runs in simulated time; dup, dup2, dup3 and F_DUPFD give another name of it.
-// Other sockets and descriptors go to the C library, inside the launch's network namespace. Not
-// simulated: IPv6, UDP, pipes; a poll or select that mixes simulated descriptors with others
-// looks at the others once, without waiting.
+// An AF_INET6 socket is the same socket seen through IPv4-mapped addresses (::ffff:a.b.c.d; ::
+// is any, ::1 loopback), as a dual-stack socket on an IPv4-only cluster is: c10d's TCPStore and
+// gloo open their sockets from getaddrinfo(AF_UNSPEC), which lists AF_INET6 first. Other
+// sockets and descriptors go to the C library, inside the launch's network namespace. Pipes
+// stay real (a child the program starts may hold an end), but a thread that waits on one waits
+// in simulated time: writing or closing a pipe's write end rings the program's doorbell (a
+// simulated eventfd) that every wait including a real descriptor also waits on, and a blocking
+// read of an empty pipe waits the same way. Not simulated: native IPv6 addresses, UDP; a poll or
+// select that mixes simulated descriptors with others looks at the others once, without waiting.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -16,6 +22,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
@@ -37,6 +44,9 @@ using wire::SockOp;
 constexpr int kMaxFd = 1 << 16;
 constexpr std::uint8_t kEmulated = 1;
 constexpr std::uint8_t kNonBlocking = 2;
+constexpr std::uint8_t kInet6 = 4;       // an AF_INET6 socket: addresses in and out are IPv4-mapped
+constexpr std::uint8_t kPipeRead = 8;    // a real pipe's read end (not kEmulated)
+constexpr std::uint8_t kPipeWrite = 16;  // a real pipe's write end (not kEmulated)
 constexpr std::size_t kMaxPiece = 16u << 20;  // per request, well below wire::kMaxFrame
 constexpr std::int64_t kPsPerMs = 1'000'000'000;
 
@@ -68,11 +78,15 @@ using kvsim::cpp::preload::emulated;
 bool nonblocking(int fd) {
   return (g_fds[fd].load(std::memory_order_relaxed) & kNonBlocking) != 0;
 }
-void mark(int fd, bool nb) {
-  g_fds[fd].store(static_cast<std::uint8_t>(kEmulated | (nb ? kNonBlocking : 0)));
+bool inet6(int fd) {
+  return (g_fds[fd].load(std::memory_order_relaxed) & kInet6) != 0;
+}
+void mark(int fd, bool nb, bool v6 = false) {
+  g_fds[fd].store(
+      static_cast<std::uint8_t>(kEmulated | (nb ? kNonBlocking : 0) | (v6 ? kInet6 : 0)));
 }
 void set_nonblocking(int fd, bool nb) {
-  mark(fd, nb);
+  mark(fd, nb, inet6(fd));
 }
 
 struct Reply {
@@ -108,29 +122,99 @@ std::int64_t finish(const Reply& r) {
   return r.result;
 }
 
-bool read_ipv4(const sockaddr* addr, socklen_t len, std::uint32_t& ip, std::uint16_t& port,
-               int& error) {
+// The spin rule for descriptors (as time_calls.cpp's for clocks, and Shadow's latency for
+// unblocked syscalls): a thread whose polls return at once, and whose reads, writes and accepts
+// find nothing to do, 1,000 times in a row with no simulated time passing, is taken to busy-wait
+// and waits 1 us; while it goes on, every further 100 wait twice as long as the last, up to 1 ms.
+// Otherwise a loop that polls a reset socket forever (c10d's store thread, once its peer died)
+// would hold simulated time still for its process's other threads. Moving bytes resets it.
+constexpr int kSpinCalls = 1000;
+constexpr int kSpinAgainCalls = 100;
+constexpr std::uint64_t kSpinStepPs = 1'000'000;         // 1 us
+constexpr std::uint64_t kSpinMaxStepPs = 1'000'000'000;  // 1 ms
+thread_local std::uint64_t t_spin_now = ~0ull;
+thread_local int t_spins = 0;
+thread_local std::uint64_t t_spin_step = 0;
+
+void idle_call() {
+  const std::uint64_t now = kvsim::cpp::preload::now_ps();
+  if (now != t_spin_now) {
+    t_spin_now = now;
+    t_spins = 0;
+    t_spin_step = 0;
+  }
+  if (++t_spins <= (t_spin_step == 0 ? kSpinCalls : kSpinAgainCalls)) return;
+  t_spin_step = t_spin_step == 0 ? kSpinStepPs : std::min(2 * t_spin_step, kSpinMaxStepPs);
+  (void)kvsim::cpp::preload::sleep_ps(t_spin_step);
+  t_spin_now = kvsim::cpp::preload::now_ps();
+  t_spins = 0;
+}
+
+void busy_call() {
+  t_spins = 0;
+  t_spin_step = 0;
+}
+
+// The IPv4 address and port of `addr`, which must be of the socket's family (Linux answers
+// EAFNOSUPPORT otherwise). An IPv6 address that maps no IPv4 one is `unreachable`.
+bool read_ipv4(int fd, const sockaddr* addr, socklen_t len, std::uint32_t& ip, std::uint16_t& port,
+               int& error, int unreachable) {
   if (addr == nullptr) {
     error = EFAULT;
     return false;
   }
-  if (len < static_cast<socklen_t>(sizeof(sockaddr_in))) {
+  const bool v6 = inet6(fd);
+  if (len < static_cast<socklen_t>(v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in))) {
     error = EINVAL;
     return false;
   }
-  if (addr->sa_family != AF_INET) {
+  if (addr->sa_family != (v6 ? AF_INET6 : AF_INET)) {
     error = EAFNOSUPPORT;
     return false;
   }
-  sockaddr_in in{};
-  std::memcpy(&in, addr, sizeof(in));
-  ip = ntohl(in.sin_addr.s_addr);
-  port = ntohs(in.sin_port);
+  if (!v6) {
+    sockaddr_in in{};
+    std::memcpy(&in, addr, sizeof(in));
+    ip = ntohl(in.sin_addr.s_addr);
+    port = ntohs(in.sin_port);
+    return true;
+  }
+  sockaddr_in6 in6{};
+  std::memcpy(&in6, addr, sizeof(in6));
+  port = ntohs(in6.sin6_port);
+  const in6_addr& a = in6.sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&a)) {
+    std::uint32_t net = 0;
+    std::memcpy(&net, a.s6_addr + 12, 4);
+    ip = ntohl(net);
+  } else if (IN6_IS_ADDR_UNSPECIFIED(&a)) {
+    ip = INADDR_ANY;
+  } else if (IN6_IS_ADDR_LOOPBACK(&a)) {
+    ip = INADDR_LOOPBACK;
+  } else {
+    error = unreachable;  // the simulated hosts have IPv4 addresses only
+    return false;
+  }
   return true;
 }
 
-void write_ipv4(sockaddr* addr, socklen_t* len, std::uint32_t ip, std::uint16_t port) {
+// Writes ip:port as the socket's family gives it: sockaddr_in, or IPv4-mapped sockaddr_in6.
+void write_ipv4(int fd, sockaddr* addr, socklen_t* len, std::uint32_t ip, std::uint16_t port) {
   if (addr == nullptr || len == nullptr) return;
+  if (inet6(fd)) {
+    sockaddr_in6 in6{};
+    in6.sin6_family = AF_INET6;
+    in6.sin6_port = htons(port);
+    if (ip != INADDR_ANY) {
+      in6.sin6_addr.s6_addr[10] = 0xff;
+      in6.sin6_addr.s6_addr[11] = 0xff;
+      const std::uint32_t net = htonl(ip);
+      std::memcpy(in6.sin6_addr.s6_addr + 12, &net, 4);
+    }
+    std::memcpy(addr, &in6, std::min<std::size_t>(*len, sizeof(in6)));
+    *len = sizeof(in6);
+    return;
+  }
   sockaddr_in in{};
   in.sin_family = AF_INET;
   in.sin_addr.s_addr = htonl(ip);
@@ -161,10 +245,12 @@ ssize_t send_bytes(int fd, const char* data, std::size_t n, int flags) {
     if (r.result < 0) {
       if (r.error == EPIPE && (flags & MSG_NOSIGNAL) == 0) raise(SIGPIPE);
       if (done > 0) return static_cast<ssize_t>(done);
+      idle_call();
       return fail(r.error);
     }
     done += static_cast<std::size_t>(r.result);
   } while (done < n);
+  if (done > 0) busy_call();
   return static_cast<ssize_t>(done);
 }
 
@@ -180,9 +266,17 @@ ssize_t recv_bytes(int fd, void* buf, std::size_t n, int flags) {
                                           .u32(f)
                                           .boolean(nonblocking(fd) || (flags & MSG_DONTWAIT))
                                           .take());
-  if (r.result < 0) return fail(r.error);
+  if (r.result < 0) {
+    idle_call();
+    return fail(r.error);
+  }
   try {
     const std::string bytes = wire::Reader(r.rest).str();
+    if (bytes.empty()) {
+      idle_call();  // end of file, again
+    } else {
+      busy_call();
+    }
     std::memcpy(buf, bytes.data(), std::min(bytes.size(), n));
     return static_cast<ssize_t>(std::min(bytes.size(), n));
   } catch (const wire::WireError&) {
@@ -214,6 +308,61 @@ ssize_t scatter(int fd, const iovec* iov, int count, int flags) {
   return n;
 }
 
+std::atomic<int> g_bell{-1};         // the program's doorbell for real descriptors, made once
+std::atomic<int> g_bell_waiters{0};  // threads in a wait that includes it
+
+int doorbell() {
+  int bell = g_bell.load();
+  if (bell >= 0) return bell;
+  const int fresh = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fresh < 0) return -1;
+  if (!g_bell.compare_exchange_strong(bell, fresh)) {
+    close(fresh);  // another thread made it meanwhile
+    return bell;
+  }
+  return fresh;
+}
+
+// One poll: the real descriptors in `others` looked at once, the simulated ones in `fds` at
+// `sim_index` waited for up to `timeout_ps`, with `bell` (if >= 0) among them. The ready count,
+// -1 with errno, or -2 when only the doorbell rang.
+int poll_once(pollfd* fds, std::vector<pollfd>& others, const std::vector<nfds_t>& other_index,
+              const std::vector<nfds_t>& sim_index, int bell, std::int64_t timeout_ps) {
+  int ready = 0;
+  if (!others.empty()) {
+    const int r = KVSIM_REAL(poll)(others.data(), others.size(), 0);
+    if (r < 0) return -1;
+    for (std::size_t k = 0; k < others.size(); ++k) fds[other_index[k]].revents = others[k].revents;
+    ready += r;
+  }
+  wire::Writer args;
+  args.u64(sim_index.size() + (bell >= 0 ? 1 : 0));
+  for (nfds_t i : sim_index) args.i32(fds[i].fd).u16(static_cast<std::uint16_t>(fds[i].events));
+  if (bell >= 0) args.i32(bell).u16(POLLIN);
+  args.i64(ready > 0 ? 0 : timeout_ps);
+  if (bell >= 0) ++g_bell_waiters;
+  const Reply r = call(SockOp::kPoll, args.take());
+  if (bell >= 0) --g_bell_waiters;
+  if (r.result < 0) return static_cast<int>(finish(r));
+  int sim_ready = static_cast<int>(r.result);
+  try {
+    wire::Reader in(r.rest);
+    const std::uint64_t m = in.u64();
+    for (std::uint64_t k = 0; k < m && k < sim_index.size(); ++k) {
+      fds[sim_index[k]].revents = static_cast<short>(in.u16());
+    }
+    if (bell >= 0 && m > sim_index.size() && (in.u16() & POLLIN) != 0) {
+      --sim_ready;
+      eventfd_t drained = 0;
+      (void)eventfd_read(bell, &drained);  // readable, so it does not wait
+      if (ready + sim_ready == 0) return -2;
+    }
+  } catch (const wire::WireError&) {
+    return fail(EPROTO);
+  }
+  return ready + sim_ready;
+}
+
 }  // namespace
 
 namespace kvsim::cpp::preload {
@@ -231,29 +380,28 @@ int poll_mixed(pollfd* fds, nfds_t n, std::int64_t timeout_ps) {
       other_index.push_back(i);
     }
   }
-  int ready = 0;
-  if (!others.empty()) {
-    const int r = KVSIM_REAL(poll)(others.data(), others.size(), 0);
-    if (r < 0) return -1;
-    for (std::size_t k = 0; k < others.size(); ++k) fds[other_index[k]].revents = others[k].revents;
-    ready += r;
-  }
-  wire::Writer args;
-  args.u64(sim_index.size());
-  for (nfds_t i : sim_index) args.i32(fds[i].fd).u16(static_cast<std::uint16_t>(fds[i].events));
-  args.i64(ready > 0 ? 0 : timeout_ps);
-  const Reply r = call(SockOp::kPoll, args.take());
-  if (r.result < 0) return static_cast<int>(finish(r));
-  try {
-    wire::Reader in(r.rest);
-    const std::uint64_t m = in.u64();
-    for (std::uint64_t k = 0; k < m && k < sim_index.size(); ++k) {
-      fds[sim_index[k]].revents = static_cast<short>(in.u16());
+  // A real descriptor that another thread of the program makes ready rings the doorbell.
+  const int bell = others.empty() ? -1 : doorbell();
+  const std::uint64_t start = now_ps();
+  for (;;) {
+    std::int64_t left = timeout_ps;
+    if (timeout_ps > 0) {
+      const auto spent = static_cast<std::int64_t>(now_ps() - start);
+      left = spent >= timeout_ps ? 0 : timeout_ps - spent;
     }
-  } catch (const wire::WireError&) {
-    return fail(EPROTO);
+    const int r = poll_once(fds, others, other_index, sim_index, bell, left);
+    if (r != -2) {
+      idle_call();  // a poll that waited has moved the clock, which resets the count
+      return r;
+    }
+    for (nfds_t i : sim_index) fds[i].revents = 0;
   }
-  return ready + static_cast<int>(r.result);
+}
+
+/// Wakes the program's threads that wait on real descriptors (a pipe end was written or closed).
+void ring_doorbell() {
+  const int bell = g_bell.load();
+  if (bell >= 0 && g_bell_waiters.load() > 0) (void)eventfd_write(bell, 1);
 }
 
 }  // namespace kvsim::cpp::preload
@@ -261,6 +409,18 @@ int poll_mixed(pollfd* fds, nfds_t n, std::int64_t timeout_ps) {
 namespace {
 
 using kvsim::cpp::preload::poll_mixed;
+using kvsim::cpp::preload::ring_doorbell;
+
+bool flagged(int fd, std::uint8_t flag) {
+  return fd >= 0 && fd < kMaxFd && (g_fds[fd].load(std::memory_order_relaxed) & flag) != 0;
+}
+
+// A blocking read of an empty pipe read end: wait in simulated time until it is readable.
+void await_pipe(int fd) {
+  if (!flagged(fd, kPipeRead) || (KVSIM_REAL(fcntl)(fd, F_GETFL) & O_NONBLOCK) != 0) return;
+  pollfd p{fd, POLLIN, 0};
+  (void)poll_mixed(&p, 1, -1);
+}
 
 std::int64_t to_ps(const timespec* ts) {
   if (ts == nullptr) return -1;
@@ -321,7 +481,7 @@ extern "C" {
 
 int socket(int domain, int type, int protocol) {
   const int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (!simulated() || domain != AF_INET || kind != SOCK_STREAM ||
+  if (!simulated() || (domain != AF_INET && domain != AF_INET6) || kind != SOCK_STREAM ||
       (protocol != 0 && protocol != IPPROTO_TCP)) {
     return KVSIM_REAL(socket)(domain, type, protocol);
   }
@@ -332,7 +492,7 @@ int socket(int domain, int type, int protocol) {
     KVSIM_REAL(close)(fd);
     return fail(r.error);
   }
-  mark(fd, (type & SOCK_NONBLOCK) != 0);
+  mark(fd, (type & SOCK_NONBLOCK) != 0, domain == AF_INET6);
   return fd;
 }
 
@@ -341,7 +501,7 @@ int bind(int fd, const struct sockaddr* addr, socklen_t len) {
   std::uint32_t ip = 0;
   std::uint16_t port = 0;
   int error = 0;
-  if (!read_ipv4(addr, len, ip, port, error)) return fail(error);
+  if (!read_ipv4(fd, addr, len, ip, port, error, EADDRNOTAVAIL)) return fail(error);
   return static_cast<int>(
       finish(call(SockOp::kBind, wire::Writer().i32(fd).u32(ip).u16(port).take())));
 }
@@ -360,14 +520,16 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
       call(SockOp::kAccept, wire::Writer().i32(fd).i32(fresh).boolean(nonblocking(fd)).take());
   if (r.result < 0) {
     KVSIM_REAL(close)(fresh);
+    idle_call();
     return fail(r.error);
   }
-  mark(fresh, (flags & SOCK_NONBLOCK) != 0);
+  busy_call();
+  mark(fresh, (flags & SOCK_NONBLOCK) != 0, inet6(fd));
   try {
     wire::Reader in(r.rest);
     const std::uint32_t ip = in.u32();
     const std::uint16_t port = in.u16();
-    write_ipv4(addr, len, ip, port);
+    write_ipv4(fresh, addr, len, ip, port);
   } catch (const wire::WireError&) {
   }
   return fresh;
@@ -382,7 +544,7 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   std::uint32_t ip = 0;
   std::uint16_t port = 0;
   int error = 0;
-  if (!read_ipv4(addr, len, ip, port, error)) return fail(error);
+  if (!read_ipv4(fd, addr, len, ip, port, error, ENETUNREACH)) return fail(error);
   return static_cast<int>(finish(call(
       SockOp::kConnect, wire::Writer().i32(fd).u32(ip).u16(port).boolean(nonblocking(fd)).take())));
 }
@@ -405,11 +567,21 @@ ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
+  if (flagged(fd, kPipeWrite)) {
+    const ssize_t r = KVSIM_REAL(write)(fd, buf, n);
+    ring_doorbell();
+    return r;
+  }
   if (!emulated(fd)) return KVSIM_REAL(write)(fd, buf, n);
   return send_bytes(fd, static_cast<const char*>(buf), n, 0);
 }
 
 ssize_t writev(int fd, const struct iovec* iov, int count) {
+  if (flagged(fd, kPipeWrite)) {
+    const ssize_t r = KVSIM_REAL(writev)(fd, iov, count);
+    ring_doorbell();
+    return r;
+  }
   if (!emulated(fd)) return KVSIM_REAL(writev)(fd, iov, count);
   const std::string data = gather(iov, count);
   return send_bytes(fd, data.data(), data.size(), 0);
@@ -434,11 +606,13 @@ ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
 }
 
 ssize_t read(int fd, void* buf, size_t n) {
+  await_pipe(fd);
   if (!emulated(fd)) return KVSIM_REAL(read)(fd, buf, n);
   return recv_bytes(fd, buf, n, 0);
 }
 
 ssize_t readv(int fd, const struct iovec* iov, int count) {
+  await_pipe(fd);
   if (!emulated(fd)) return KVSIM_REAL(readv)(fd, iov, count);
   return scatter(fd, iov, count, 0);
 }
@@ -454,7 +628,11 @@ int close(int fd) {
     g_fds[fd].store(0);
     (void)call(SockOp::kClose, wire::Writer().i32(fd).take());
   }
-  return KVSIM_REAL(close)(fd);
+  const bool pipe_writer = flagged(fd, kPipeWrite);
+  if (fd >= 0 && fd < kMaxFd) g_fds[fd].store(0);
+  const int r = KVSIM_REAL(close)(fd);
+  if (pipe_writer) ring_doorbell();  // the read end sees end of file
+  return r;
 }
 
 int socketpair(int domain, int type, int protocol, int sv[2]) {
@@ -481,6 +659,19 @@ int socketpair(int domain, int type, int protocol, int sv[2]) {
   sv[0] = a;
   sv[1] = b;
   return 0;
+}
+
+int pipe2(int fds[2], int flags) {
+  const int r = KVSIM_REAL(pipe2)(fds, flags);
+  if (r == 0 && simulated() && fds[0] < kMaxFd && fds[1] < kMaxFd) {
+    g_fds[fds[0]].store(kPipeRead);
+    g_fds[fds[1]].store(kPipeWrite);
+  }
+  return r;
+}
+
+int pipe(int fds[2]) {
+  return pipe2(fds, 0);
 }
 
 int eventfd(unsigned int initial, int flags) {
@@ -528,7 +719,7 @@ int name_again(int fd, int fresh) {
     KVSIM_REAL(close)(fresh);
     return fail(r.error);
   }
-  mark(fresh, nonblocking(fd));
+  mark(fresh, nonblocking(fd), inet6(fd));
   return fresh;
 }
 
@@ -593,7 +784,7 @@ int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
   } else if (level == SOL_SOCKET && name == SO_TYPE) {
     out = SOCK_STREAM;
   } else if (level == SOL_SOCKET && name == SO_DOMAIN) {
-    out = AF_INET;
+    out = inet6(fd) ? AF_INET6 : AF_INET;
   }
   std::memcpy(value, &out, std::min<std::size_t>(*len, sizeof(out)));
   *len = sizeof(out);
@@ -607,7 +798,7 @@ static int socket_name(int fd, struct sockaddr* addr, socklen_t* len, bool peer)
     wire::Reader in(r.rest);
     const std::uint32_t ip = in.u32();
     const std::uint16_t port = in.u16();
-    write_ipv4(addr, len, ip, port);
+    write_ipv4(fd, addr, len, ip, port);
   } catch (const wire::WireError&) {
     return fail(EPROTO);
   }

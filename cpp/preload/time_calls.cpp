@@ -1,13 +1,17 @@
 // Clocks and sleeps of a launched program in simulated time: the wall clocks read
 // 2025-01-01T00:00:00Z plus the simulated time (as launched Python scripts' time.time()), the
 // monotonic ones the simulated time itself; sleeps wait in simulated time. CPU-time clocks stay
-// real. A thread that reads a clock 1000 times in a row without any other kvsim call is taken to
-// spin on it and waits 1 us of simulated time, so that busy-wait loops end. Outside a launch
-// every call goes to the C library.
+// real. A thread that reads a clock 100,000 times in a row without any other kvsim call is taken
+// to spin on it and waits 1 us of simulated time, so that busy-wait loops end; while it goes on
+// spinning, every further 1,000 reads wait twice as long as the last step, up to 1 ms. (An
+// interpreter's start reads the clock thousands of times without spinning: CPython with torch
+// reads it about 14,000 times, which a lower first threshold turned into simulated time.) Outside a
+// launch every call goes to the C library.
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 
@@ -24,11 +28,14 @@ using kvsim::cpp::preload::wall_clock;
 constexpr std::int64_t kEpoch = 1735689600;  // 2025-01-01T00:00:00Z, as kvsim.hosting's clocks
 constexpr std::uint64_t kPsPerNs = 1000;
 constexpr std::uint64_t kPsPerSecond = 1'000'000'000'000ULL;
-constexpr int kSpinReads = 1000;
-constexpr std::uint64_t kSpinStepPs = 1'000'000;  // 1 us
+constexpr int kSpinReads = 100'000;                      // reads before the first step
+constexpr int kSpinAgainReads = 1000;                    // reads before each further step
+constexpr std::uint64_t kSpinStepPs = 1'000'000;         // 1 us
+constexpr std::uint64_t kSpinMaxStepPs = 1'000'000'000;  // 1 ms
 
 thread_local int t_reads = 0;
 thread_local std::uint64_t t_calls_seen = 0;
+thread_local std::uint64_t t_step_ps = 0;  // the last spin step, 0 if none since a call
 
 bool simulated_clock(clockid_t id) {
   switch (id) {
@@ -56,9 +63,11 @@ std::uint64_t read_clock() {
   if (calls != t_calls_seen) {
     t_calls_seen = calls;
     t_reads = 0;
+    t_step_ps = 0;
   }
-  if (++t_reads > kSpinReads) {
-    (void)sleep_ps(kSpinStepPs);
+  if (++t_reads > (t_step_ps == 0 ? kSpinReads : kSpinAgainReads)) {
+    t_step_ps = t_step_ps == 0 ? kSpinStepPs : std::min(2 * t_step_ps, kSpinMaxStepPs);
+    (void)sleep_ps(t_step_ps);
     t_calls_seen = channel.calls_made();
     t_reads = 0;
   }

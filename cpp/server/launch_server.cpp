@@ -778,6 +778,10 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
                          } catch (const std::exception& e) {
                            t->fault = std::string("the world failed its request: ") + e.what();
                          }
+                         if (t->quit) {  // its process ended while the request waited
+                           t->state = Thread::State::kGone;
+                           return;
+                         }
                          t->state = Thread::State::kAnswered;
                          ++answered_;
                          platform_.wake_driver();
@@ -966,8 +970,11 @@ std::string LaunchServer::serve(Program& p, Thread& t) {
       return wire::Writer().boolean(t.woken).take();
     }
     case Op::kJoin:
-      while (!t.woken) (void)t.woke->wait_for(impl::kForever);
+      while (!t.woken && !t.quit) (void)t.woke->wait_for(impl::kForever);
       return {};
+    case Op::kPython:
+      if (!options_.python_call) throw std::runtime_error("this launch serves no Python calls");
+      return options_.python_call(p.spec.process, payload);
     default:
       return p.session->handle(op, payload);
   }
@@ -989,6 +996,7 @@ std::string LaunchServer::describe(const Program& p, Op op, const std::string& p
     } catch (const wire::WireError&) {
     }
   }
+  if (op == Op::kPython) return payload.substr(0, std::min<std::size_t>(payload.find('\n'), 200));
   if (op == Op::kSleep) {
     try {
       return "a sleep of " + seconds(wire::Reader(payload).u64());
@@ -1008,7 +1016,14 @@ void LaunchServer::program_ended(Program& p, int status) {
   p.err.drain();
   for (auto& t : p.threads) {
     hang_up(*t);
-    if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) end_thread(*t);
+    if (t->state != Thread::State::kServing && t->state != Thread::State::kAnswered) {
+      end_thread(*t);
+    } else if (t->state == Thread::State::kServing) {
+      // A request waiting on a futex or a join ends with the process (the kernel's wait ends
+      // with its thread); waits on sockets end as net_.end_process resets them.
+      t->quit = true;
+      if (t->woke) t->woke->set();
+    }
   }
   const std::string why =
       "the process of program '" + p.spec.name + "' " +
@@ -1017,10 +1032,48 @@ void LaunchServer::program_ended(Program& p, int status) {
       " at t=" + seconds(p.ended_ps);
   net_.end_process(p.spec.process);
   Session* session = p.session.get();
-  platform_.spawn_as(p.spec.process, p.spec.name + "_end", [session, why] { session->end(why); });
+  const int process = p.spec.process;
+  platform_.spawn_as(process, p.spec.name + "_end", [this, session, process, why] {
+    if (options_.python_ended) options_.python_ended(process, why);
+    session->end(why);
+  });
+}
+
+int stack_signal() {
+  return SIGRTMIN + 7;  // glibc keeps the first real-time signals; engines use SIGUSR1/2
+}
+
+// Asks every program still running for its threads' stacks before a stalled launch ends it:
+// a Python program's bootstrap registers faulthandler for stack_signal() (kvsim.launched), which
+// writes every thread's Python stack to its stderr, the program's own lines included. Waits in
+// real time, until the programs' stderr has been quiet for 100 ms (at most 1 s).
+void LaunchServer::dump_stacks() {
+  bool any = false;
+  for (auto& p : programs_) {
+    if (p->pid > 0 && !p->exited && p->err.fd >= 0) {
+      ::kill(p->pid, stack_signal());
+      any = true;
+    }
+  }
+  if (!any) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < until) {
+    std::vector<pollfd> fds;
+    std::vector<Program*> owners;
+    for (auto& p : programs_) {
+      if (p->err.fd < 0) continue;
+      fds.push_back({p->err.fd, POLLIN, 0});
+      owners.push_back(p.get());
+    }
+    if (fds.empty() || ::poll(fds.data(), fds.size(), 100) <= 0) break;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) owners[i]->err.drain();
+    }
+  }
 }
 
 void LaunchServer::stop_everything() {
+  if (!stall_.empty()) dump_stacks();
   for (auto& p : programs_) {
     if (p->pid > 0 && !p->exited) {
       std::string waits;

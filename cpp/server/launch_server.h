@@ -70,6 +70,12 @@ class LaunchServer {
     /// Asked whenever a wait for the programs is interrupted by a signal: true stops the launch
     /// (an embedding interpreter's Ctrl-C).
     std::function<bool()> interrupted;
+    /// Serves Op::kPython for a program's host process: the reply to a request (a Python
+    /// program's llm_datadist calls, run by the launcher's interpreter). Runs on the caller's
+    /// job, so it may wait in simulated time. Unset: such requests end the thread's calls.
+    std::function<std::string(int process, const std::string& request)> python_call;
+    /// Told on the program's job when its process has ended, with why (before its Session ends).
+    std::function<void(int process, const std::string& why)> python_ended;
   };
 
   LaunchServer(sim::SystemcPlatform& platform, impl::Directory& directory, Options options);
@@ -128,6 +134,7 @@ class LaunchServer {
   bool all_ended() const;
   void poll_once(int timeout_ms);
   void stop_everything();
+  void dump_stacks();
   std::string serve(Program& p, Thread& t);
   std::string describe(const Program& p, wire::Op op, const std::string& payload) const;
 
@@ -149,5 +156,9 @@ class LaunchServer {
   std::vector<std::pair<std::uint64_t, Program*>> kills_;  ///< kill_at's (time, program)
   std::vector<Program*> kills_due_;                        ///< reached, not yet done
 };
+
+/// The signal a stalled launch sends each program still running before it ends them, asking for
+/// its threads' stacks (SIGRTMIN + 7; kvsim.launched.bootstrap registers faulthandler for it).
+int stack_signal();
 
 }  // namespace kvsim::cpp

@@ -44,6 +44,10 @@ enum class Op : std::uint32_t {
   kWake,  // u64 key, u32 n -> u32 woken (answered at once: the caller keeps running)
   kJoin,  // i64 slot -> (when that thread of the program has ended)
   kBye,   // (no reply) the main thread's last message: the process is exiting
+  // A call of a Python program's llm_datadist or kvsim module (python/kvsim/launched/): a line
+  // that names the call for reports, then bytes the launcher's Python serves
+  // (python/kvsim/launch/python_calls.py) -> bytes.
+  kPython,
   kLast,
 };
 

@@ -34,6 +34,13 @@ from kvsim._core import (  # noqa: E402
     spawn, write)
 
 from kvsim import _core  # noqa: E402
+from kvsim import launched as _launched  # noqa: E402
+
+if _launched.active():  # memory and time are the launch's world's (kvsim.launched)
+    from kvsim.launched.remote import (  # noqa: E402,F811
+        Event, alloc, current_world, free, now_ps, read, sleep, write)
+    from kvsim.launched.remote import unsupported as _unsupported  # noqa: E402
+    World, Job, spawn = _unsupported("World"), _unsupported("Job"), _unsupported("spawn")
 from kvsim.results import (  # noqa: E402
     Result, Row, Sweep, SweepError, library_dir, reports_dir, run, sweep)
 

@@ -526,6 +526,19 @@ void bind_values(py::module_& m) {
       .def_property_readonly("seq_len_dim_index", &CacheDesc::seq_len_dim_index)
       .def_property_readonly("kv_tensor_format", &CacheDesc::kv_tensor_format)
       .def_property_readonly("size", &CacheDesc::size)
+      // Values pickle as the library's plain Python classes do, so that a launched program's
+      // calls can carry them (python/kvsim/launch/python_calls.py) and programs can send them.
+      .def(py::pickle(
+          [](const CacheDesc& d) {
+            return py::make_tuple(d.num_tensors(), d.shape(), d.data_type(), d.placement(),
+                                  d.batch_dim_index(), d.seq_len_dim_index(), d.kv_tensor_format());
+          },
+          [](py::tuple t) {
+            return CacheDesc(t[0].cast<std::int64_t>(), t[1].cast<std::vector<std::int64_t>>(),
+                             t[2].cast<DataType>(), t[3].cast<Placement>(),
+                             t[4].cast<std::int64_t>(), t[5].cast<std::int64_t>(),
+                             t[6].cast<std::optional<std::string>>());
+          }))
       .def("__repr__", [](const CacheDesc& d) {
         std::string s = "CacheDesc(num_tensors=" + std::to_string(d.num_tensors()) + ", shape=[";
         for (std::size_t i = 0; i < d.shape().size(); ++i) {
@@ -540,6 +553,19 @@ void bind_values(py::module_& m) {
       .def_readonly("cache_desc", &CacheView::desc)
       .def_readonly("tensor_addrs", &CacheView::tensor_addrs)
       .def_readonly("is_blocks_cache", &CacheView::is_blocks_cache)
+      .def(py::pickle(
+          [](const CacheView& c) {
+            return py::make_tuple(c.cache_id, c.desc, c.tensor_addrs, c.is_blocks_cache,
+                                  c.remote_accessible, c.mix);
+          },
+          [](py::tuple t) {
+            return CacheView{t[0].cast<std::int64_t>(),
+                             t[1].cast<CacheDesc>(),
+                             t[2].cast<std::vector<std::uint64_t>>(),
+                             t[3].cast<bool>(),
+                             t[4].cast<bool>(),
+                             t[5].cast<bool>()};
+          }))
       .def_static(
           "create_cpu_cache",
           [](const CacheDesc& desc, py::object addrs) {
@@ -575,7 +601,19 @@ void bind_values(py::module_& m) {
       .def_readonly("prompt_cluster_id", &CacheKey::cluster_id)
       .def_readonly("req_id", &CacheKey::req_id)
       .def_readonly("model_id", &CacheKey::model_id)
-      .def_readonly("prefix_id", &CacheKey::prefix_id);
+      .def_readonly("prefix_id", &CacheKey::prefix_id)
+      .def(py::pickle(
+          [](const CacheKey& k) {
+            return py::make_tuple(k.cluster_id, k.req_id, k.model_id, k.prefix_id);
+          },
+          [](py::tuple t) {
+            CacheKey k;
+            k.cluster_id = t[0].cast<std::uint64_t>();
+            k.req_id = t[1].cast<std::uint64_t>();
+            k.model_id = t[2].cast<std::uint64_t>();
+            k.prefix_id = t[3].cast<std::uint64_t>();
+            return k;
+          }));
 
   py::class_<CacheKeyByIdAndIndex>(m, "CacheKeyByIdAndIndex")
       .def(py::init([](py::object cluster_id, py::object cache_id, py::object batch_index) {
@@ -586,7 +624,15 @@ void bind_values(py::module_& m) {
            "cluster_id"_a, "cache_id"_a, "batch_index"_a = 0)
       .def_property_readonly("cluster_id", &CacheKeyByIdAndIndex::cluster_id)
       .def_property_readonly("cache_id", &CacheKeyByIdAndIndex::cache_id)
-      .def_property_readonly("batch_index", &CacheKeyByIdAndIndex::batch_index);
+      .def_property_readonly("batch_index", &CacheKeyByIdAndIndex::batch_index)
+      .def(py::pickle(
+          [](const CacheKeyByIdAndIndex& k) {
+            return py::make_tuple(k.cluster_id(), k.cache_id(), k.batch_index());
+          },
+          [](py::tuple t) {
+            return CacheKeyByIdAndIndex(t[0].cast<std::uint64_t>(), t[1].cast<std::int64_t>(),
+                                        t[2].cast<std::int64_t>());
+          }));
 
   py::class_<BlocksCacheKey>(m, "BlocksCacheKey")
       .def(py::init([](py::args args, py::kwargs kwargs) {
@@ -599,7 +645,15 @@ void bind_values(py::module_& m) {
       }))
       .def_readonly("cluster_id", &BlocksCacheKey::cluster_id)
       .def_readonly("prompt_cluster_id", &BlocksCacheKey::cluster_id)
-      .def_readonly("model_id", &BlocksCacheKey::model_id);
+      .def_readonly("model_id", &BlocksCacheKey::model_id)
+      .def(py::pickle(
+          [](const BlocksCacheKey& k) { return py::make_tuple(k.cluster_id, k.model_id); },
+          [](py::tuple t) {
+            BlocksCacheKey k;
+            k.cluster_id = t[0].cast<std::uint64_t>();
+            k.model_id = t[1].cast<std::uint64_t>();
+            return k;
+          }));
 
   py::class_<TransferConfig>(m, "TransferConfig")
       .def(py::init([](py::object dst_cluster_id, py::object dst_addrs, py::object range,
@@ -627,6 +681,17 @@ void bind_values(py::module_& m) {
                     })
       .def_property("dst_layer_range", &TransferConfig::dst_layer_range,
                     &TransferConfig::set_dst_layer_range)
+      .def(py::pickle(
+          [](const TransferConfig& c) {
+            return py::make_tuple(c.dst_cluster_id(), c.dst_addrs(), c.src_layer_range(),
+                                  c.src_batch_index(), c.dst_layer_range());
+          },
+          [](py::tuple t) {
+            TransferConfig c(t[0].cast<std::uint64_t>(), t[1].cast<std::vector<std::uint64_t>>(),
+                             t[2].cast<std::optional<LayerRange>>(), t[3].cast<std::int64_t>());
+            c.set_dst_layer_range(t[4].cast<std::optional<LayerRange>>());
+            return c;
+          }))
       .def("__repr__", [](const TransferConfig& c) {
         return "TransferConfig(dst_cluster_id=" + std::to_string(c.dst_cluster_id()) +
                ", src_layer_range=" + range_repr(c.src_layer_range()) +
@@ -654,7 +719,17 @@ void bind_values(py::module_& m) {
                     [](TransferWithCacheKeyConfig& c, py::object v) {
                       c.set_src_batch_index(to_i64("src_batch_index", v));
                     })
-      .def_property_readonly("dst_cluster_id", &TransferWithCacheKeyConfig::dst_cluster_id);
+      .def_property_readonly("dst_cluster_id", &TransferWithCacheKeyConfig::dst_cluster_id)
+      .def(py::pickle(
+          [](const TransferWithCacheKeyConfig& c) {
+            return py::make_tuple(c.cache_key(), c.src_layer_range(), c.dst_layer_range(),
+                                  c.src_batch_index());
+          },
+          [](py::tuple t) {
+            return TransferWithCacheKeyConfig(
+                t[0].cast<TransferCacheKey>(), t[1].cast<std::optional<LayerRange>>(),
+                t[2].cast<std::optional<LayerRange>>(), t[3].cast<std::int64_t>());
+          }));
 
   py::class_<LLMClusterInfo>(m, "LLMClusterInfo")
       .def(py::init<>())
@@ -685,7 +760,26 @@ void bind_values(py::module_& m) {
               c.append_remote_ip_info(to_u32("ip", ip), p);
             }
           },
-          "ip"_a, "port"_a);
+          "ip"_a, "port"_a)
+      .def(py::pickle(
+          [](const LLMClusterInfo& c) {
+            const auto pairs = [](const std::vector<IpInfo>& list) {
+              std::vector<std::pair<std::uint32_t, std::uint16_t>> out;
+              for (const IpInfo& i : list) out.emplace_back(i.ip, i.port);
+              return out;
+            };
+            return py::make_tuple(c.remote_cluster_id(), c.remote_role_type(),
+                                  pairs(c.local_ip_info_list()), pairs(c.remote_ip_info_list()));
+          },
+          [](py::tuple t) {
+            LLMClusterInfo c;
+            if (auto id = t[0].cast<std::optional<std::uint64_t>>()) c.set_remote_cluster_id(*id);
+            if (auto role = t[1].cast<std::optional<LLMRole>>()) c.set_remote_role_type(*role);
+            using Pairs = std::vector<std::pair<std::uint32_t, std::uint16_t>>;
+            for (const auto& [ip, port] : t[2].cast<Pairs>()) c.append_local_ip_info(ip, port);
+            for (const auto& [ip, port] : t[3].cast<Pairs>()) c.append_remote_ip_info(ip, port);
+            return c;
+          }));
 
   py::class_<LLMConfig>(m, "LLMConfig")
       .def(py::init<>())

@@ -88,6 +88,15 @@ void bind_hosting(py::module_& m) {
           "Finalizes the initialized LLMDataDists of a host process (the library's atexit "
           "handler); returns how many.")
       .def(
+          "abandon_process",
+          [](std::shared_ptr<WorldBox> b, int process, const std::string& why) {
+            live(b);
+            return end_dists_of(*b, process, [&why](impl::LLMDataDist& d) { d.abandon(why); });
+          },
+          "process"_a, "why"_a,
+          "Abandons the initialized LLMDataDists of a host process whose OS process ended: its "
+          "peers learn of it as of a dead process. Returns how many.")
+      .def(
           "kill_process",
           [](std::shared_ptr<WorldBox> b, int process, const std::string& why) {
             sim::SystemcPlatform& platform = live(b).platform();

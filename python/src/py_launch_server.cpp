@@ -22,6 +22,35 @@ struct ServerBox {
   std::unique_ptr<cpp::LaunchServer> server;
 };
 
+// `fn(process, bytes)` as a LaunchServer hook run on a job: its bytes (or str) result;
+// std::runtime_error (with the Python error's text) if it raised.
+std::string call_hook(const std::shared_ptr<PyRef>& fn, int process, const std::string& request,
+                      const char* what) {
+  PythonEntry entry;
+  PyObject* number = PyLong_FromLong(process);
+  PyObject* bytes =
+      PyBytes_FromStringAndSize(request.data(), static_cast<Py_ssize_t>(request.size()));
+  PyObject* r = number != nullptr && bytes != nullptr
+                    ? PyObject_CallFunctionObjArgs(fn->get(), number, bytes, nullptr)
+                    : nullptr;
+  Py_XDECREF(number);
+  Py_XDECREF(bytes);
+  if (r == nullptr) {
+    throw std::runtime_error(
+        take_python_error(std::string("Exception in kvsim launch's ") + what + ":"));
+  }
+  std::string out;
+  if (PyBytes_Check(r)) {
+    out.assign(PyBytes_AS_STRING(r), static_cast<std::size_t>(PyBytes_GET_SIZE(r)));
+  } else if (PyUnicode_Check(r)) {
+    Py_ssize_t n = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(r, &n);
+    if (text != nullptr) out.assign(text, static_cast<std::size_t>(n));
+  }
+  Py_DECREF(r);
+  return out;
+}
+
 }  // namespace
 
 void bind_launch_server(py::module_& m) {
@@ -29,19 +58,35 @@ void bind_launch_server(py::module_& m) {
                         "Serves launched OS processes (C++ programs) in a world: their ACL, "
                         "llm_datadist, sleep, clock and TCP calls, in simulated time.")
       .def(py::init([](std::shared_ptr<WorldBox> world, const std::string& output_dir,
-                       double wall_limit_s) {
+                       double wall_limit_s, py::object python_calls) {
              sim::World& w = live(world);
              cpp::LaunchServer::Options options;
              options.output_dir = output_dir;
              options.wall_limit_s = wall_limit_s;
              options.interrupted = [] { return PyErr_CheckSignals() != 0; };
+             if (!python_calls.is_none()) {
+               auto call = std::make_shared<PyRef>(python_calls.attr("call"));
+               auto ended = std::make_shared<PyRef>(python_calls.attr("ended"));
+               options.python_call = [call](int process, const std::string& request) {
+                 return call_hook(call, process, request, "Python call server");
+               };
+               options.python_ended = [ended](int process, const std::string& why) {
+                 try {
+                   (void)call_hook(ended, process, why, "Python process end");
+                 } catch (const std::runtime_error&) {  // printed; the launch goes on
+                 }
+               };
+             }
              auto box = std::make_unique<ServerBox>();
              box->world = std::move(world);
              box->server = std::make_unique<cpp::LaunchServer>(w.platform(), w.directory(),
                                                                std::move(options));
              return box;
            }),
-           "world"_a, "output_dir"_a = "", "wall_limit_s"_a = 600.0)
+           "world"_a, "output_dir"_a = "", "wall_limit_s"_a = 600.0, "python_calls"_a = py::none(),
+           "python_calls: serves Python programs' llm_datadist calls, an object with "
+           "call(process, bytes) -> bytes and ended(process, why) "
+           "(kvsim.launch.python_calls.PythonCalls).")
       .def(
           "add",
           [](ServerBox& b, const std::string& name, int process, std::vector<std::string> argv,

@@ -1,6 +1,7 @@
 """kvsim launch --faults: seeded link faults and process kills on launched programs, the verdict
 on what they did not handle, campaigns over many seeds, and the fault plan's errors."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -88,8 +89,10 @@ def test_one_seed_replays_exactly_and_names_the_unhandled_fault(tmp_path):
     assert by_process["decoder"]["kind"] == "uncaught"
     assert "LLMException: pull_cache: failed, error code is LLM_SUSPECT_REMOTE_ERROR" in \
         by_process["decoder"]["detail"]
-    # The prompt waited at its barrier for the decoder until gloo's 60 s timeout.
-    assert "Timed out waiting 60000ms for barrier" in by_process["prompt"]["detail"]
+    # The prompt waits at its barrier for the decoder; gloo sees the dead decoder's sockets
+    # reset, as TCP resets them, and fails the barrier at once.
+    assert "RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by peer" in \
+        by_process["prompt"]["detail"]
     assert "replay with: kvsim launch --timeout 300 -f careless.yaml --faults 2" in runs[0].stderr
 
 
@@ -161,14 +164,17 @@ def test_a_killed_process_replays_exactly_and_its_peer_sees_the_library_error(tm
     assert "every injected fault was handled" in runs[0].stderr
 
 
-def test_a_survivor_s_monitored_barrier_gives_up_after_its_own_timeout():
-    """Seed 4 kills the decoder: the careful prompt's monitored_barrier(timeout=30 s) gives up
-    at 30 s of simulated time, not at the group's 60 s."""
+def test_a_survivor_s_monitored_barrier_fails_when_the_dead_peer_s_sockets_reset():
+    """Seed 4 kills the decoder: its sockets reset, as TCP resets a dead process's, so the
+    careful prompt's monitored_barrier(timeout=30 s) fails at once (gloo sees the connection
+    closed), handles it, and exits 0 long before its 30 s or the group's 60 s."""
     done = launch("-f", "careful_kills.yaml", "--faults", "4")
     assert done.returncode == 0, done.stderr
-    assert "process decoder killed (SIGKILL)" in done.stderr
-    assert "Timed out waiting 30000ms for barrier" in done.stderr
-    assert "prompt (node 0) exited 0 at t=30.0" in done.stderr
+    assert "process decoder killed (SIGKILL) at t=1.035158 s" in done.stderr
+    assert "Rank 1 failed to pass monitoredBarrier in 30000 ms" in done.stderr
+    assert "Connection closed by peer [10.40.0.2]" in done.stderr
+    end = re.search(r"prompt \(node 0\) exited 0 at t=([0-9.]+) s", done.stderr)
+    assert end is not None and 1.035158 < float(end.group(1)) < 2.0, done.stderr
 
 
 def test_seeds_replace_the_campaigns_options_but_never_the_programs_words():

@@ -189,10 +189,11 @@ def killed_by(faults, name, code):
     return code == KILLED and any(victim(f) == name for f in faults)
 
 
-def verdict(ends, world_after, faults=()):
+def verdict(ends, world_after, faults=(), jobs=()):
     """What the programs did not handle. `ends`: (name, exit code or None, last error line) per
     process; `world_after`: the world's inventory once the launch ended; `faults`: the seed's
-    (a process one of them killed is not a finding)."""
+    (a process one of them killed is not a finding); `jobs`: the world's jobs still waiting,
+    named in a leak."""
     findings = []
     for name, code, error in ends:
         if killed_by(faults, name, code):
@@ -208,7 +209,8 @@ def verdict(ends, world_after, faults=()):
     if world_after["engines"]:
         left.append(f"{len(world_after['engines'])} engine(s) initialized")
     if world_after["live_jobs"]:
-        left.append(f"{world_after['live_jobs']} job(s) running")
+        left.append(f"{world_after['live_jobs']} job(s) running" +
+                    (f": {', '.join(jobs)}" if jobs else ""))
     if left and all(code is not None for _, code, _ in ends):
         findings.append({"kind": "leak", "process": "", "detail": ", ".join(left)})
     return findings

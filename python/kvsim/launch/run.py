@@ -31,9 +31,47 @@ _PYTHON_FLAGS_WITH_ARG = {"-W", "-X", "--check-hash-based-pycs"}
 
 
 def is_python(argv):
-    """True for a Python command line (hosted in the launcher), False for any other program."""
+    """True for a Python command line, False for any other program."""
     program = os.path.basename(argv[0])
     return program.endswith(".py") or program == "python" or program.startswith("python3")
+
+
+def host_name(node):
+    """The name a launched program's gethostname() gives on `node` (cpp/preload/name_calls.cpp)."""
+    return f"node{node}"
+
+
+def python_hosted():
+    """True if Python programs are hosted in the launcher (KVSIM_LAUNCH_PYTHON=hosted) rather
+    than run as OS processes (=process)."""
+    mode = os.environ.get("KVSIM_LAUNCH_PYTHON", "").strip().lower() or "process"
+    if mode not in ("hosted", "process"):
+        raise LaunchError(f"KVSIM_LAUNCH_PYTHON={mode!r}: expected 'process' or 'hosted'")
+    return mode == "hosted"
+
+
+def python_command(argv):
+    """The command line of a Python program run as an OS process: with the launcher's own
+    interpreter, which kvsim's modules (kvsim._core, and torch with them) are built for."""
+    if os.path.basename(argv[0]).endswith(".py"):
+        return [sys.executable] + list(argv)
+    return [sys.executable] + list(argv[1:])
+
+
+def python_environment(env, seed):
+    """What a Python program run as an OS process needs in its environment: kvsim's packages and
+    launched/site first on its path (site/sitecustomize.py joins it to the launch), a seeded
+    hash (dict and set order replay), unbuffered output (its lines come out as it writes them)."""
+    import kvsim
+    from kvsim.hosting import torch_support
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(kvsim.__file__)))
+    site = os.path.join(os.path.dirname(os.path.abspath(kvsim.__file__)), "launched", "site")
+    path = [site] + torch_support.site_dirs() + [package_parent]
+    env["PYTHONPATH"] = os.pathsep.join(path + [p for p in env.get("PYTHONPATH", "").split(
+        os.pathsep) if p and p not in path])
+    env["KVSIM_PYTHON_LAUNCHED"] = "1"
+    env["PYTHONHASHSEED"] = str(seed % 4294967296)
+    env.setdefault("PYTHONUNBUFFERED", "1")
 
 
 def native_lib_dir():
@@ -282,7 +320,12 @@ class Launch:
             [world.device_ip(d) for d in range(world.device_count)]
         if netns.inside():
             netns.configure(addresses)
-        hosted_specs = [ps for ps in spec.processes if is_python(ps.argv)]
+        hosted = python_hosted()
+        hosted_specs = [ps for ps in spec.processes if is_python(ps.argv) and hosted]
+        python_calls = None
+        if any(is_python(ps.argv) for ps in spec.processes) and not hosted:
+            from kvsim.launch.python_calls import PythonCalls
+            python_calls = PythonCalls(world)
         if hosted_specs:
             torch_support.install()
             ascend_env.install_dev_patches()
@@ -311,12 +354,20 @@ class Launch:
             env.update(ps.env)
             env["PATH"] = torch_support.bin_dir() + os.pathsep + env.get("PATH", "")
             env["KVSIM_NODE_INFO"] = node_file
-            if not is_python(ps.argv):
-                check_program(ps.argv[0], env.get("PATH", ""), ps.cwd or os.getcwd(), where)
+            if not is_python(ps.argv) or not hosted:
+                argv = list(ps.argv)
+                if is_python(argv):
+                    parse_python(argv, where)  # the same checks as a hosted one
+                    argv = python_command(argv)
+                    python_environment(env, spec.seed + rank)
+                check_program(argv[0], env.get("PATH", ""), ps.cwd or os.getcwd(), where)
                 if server is None:
                     lib_dir = native_lib_dir()
-                    server = _core.LaunchServer(world, spec.output_dir or "", spec.timeout)
+                    server = _core.LaunchServer(world, spec.output_dir or "", spec.timeout,
+                                                python_calls)
                 sim_id = world.add_process(ps.name, ps.node, seen)
+                if python_calls is not None:
+                    python_calls.ranks[sim_id] = rank
                 for name in ("KVSIM_WORLD_SOCKET", "KVSIM_PROCESS_TOKEN"):
                     env.pop(name, None)
                 preload = os.path.join(lib_dir, "libkvsim_preload.so")
@@ -325,8 +376,13 @@ class Launch:
                     filter(None, [lib_dir, env.get("LD_LIBRARY_PATH")]))
                 if spec.wall_clock:
                     env["KVSIM_WALL_CLOCK"] = "1"
+                env["KVSIM_RANDOM_SEED"] = str((spec.seed * 1000003 + rank) % 2**64)
+                env["KVSIM_PID"] = str(PID_BASE + rank)
+                env["KVSIM_HOSTNAME"] = host_name(ps.node)
+                env["KVSIM_HOSTS"] = ",".join(f"{host_name(n)}={world.host_ip(n)}"
+                                              for n in range(spec.nodes))
                 env["GLIBC_TUNABLES"] = netns.malloc_tunables(env.get("GLIBC_TUNABLES"))
-                server.add(ps.name, sim_id, list(ps.argv),
+                server.add(ps.name, sim_id, argv,
                            [f"{k}={v}" for k, v in env.items()], ps.cwd or os.getcwd())
                 self.programs.append((rank, ps.name, ps.node))
                 continue
@@ -395,7 +451,8 @@ class Launch:
             ends += [(e["name"], e["exit_code"]) for e in self.server.ends()]
         ends = [(name, code, faults.last_error_line(os.path.join(spec.output_dir, name + ".err"))
                  if code else "") for name, code in ends]
-        findings = faults.verdict(ends, self.world.inventory(), self.faults)
+        jobs = [f"{j['job']} ({j['what']})" for j in self.world.blocked_jobs()]
+        findings = faults.verdict(ends, self.world.inventory(), self.faults, jobs)
         replay = faults.replay_command(self.argv, spec.fault_seed)
         sys.stderr.write("\n".join(faults.report_lines(spec.fault_seed, self.faults, findings,
                                                         replay)) + "\n")
