@@ -270,3 +270,53 @@ def test_memory_is_freed_after_another_program_ended(tmp_path):
     done = launch("--", "python3", first, ":::", "python3", second)
     assert done.returncode == 0, done.stderr
     assert "[p1] held 1048576 after 0" in done.stdout
+
+
+def test_names_pids_ipv6_sockets_pipes_and_epoll_between_threads(tmp_path):
+    """What c10d and gloo need of a host, each seen by a launched Python program: host names that
+    resolve to the simulated hosts, the launch's pid, an AF_INET6 server reached over an
+    IPv4-mapped address, a pipe and an epoll set that another thread writes or fills."""
+    server = program(tmp_path, "server.py", """
+        import os, select, socket, threading, time
+        print(socket.gethostname(), os.getpid(), socket.gethostbyname("node1"))
+        s = socket.socket(socket.AF_INET6)
+        s.bind(("::", 29999))
+        s.listen()
+        conn, peer = s.accept()
+        print("accepted from", peer[0], conn.recv(5))
+        r, w = os.pipe()  # a thread blocked reading an empty pipe until another writes it
+        threading.Thread(target=lambda: (time.sleep(0.5), os.write(w, b"x"))).start()
+        print("pipe", os.read(r, 1), round(time.monotonic(), 3))
+        ep = select.epoll()  # empty when the wait starts: another thread adds the socket
+        threading.Thread(target=lambda: (time.sleep(0.25), ep.register(conn, select.EPOLLIN))).start()
+        conn.sendall(b"go")
+        print("epoll", ep.poll(5.0), round(time.monotonic(), 3))
+    """)
+    client = program(tmp_path, "client.py", """
+        import socket, time
+        time.sleep(0.1)
+        infos = socket.getaddrinfo("node0", 29999, type=socket.SOCK_STREAM)
+        print([(family.name, addr) for family, _, _, _, addr in infos])
+        c = socket.create_connection(("node0", 29999))
+        c.sendall(b"hello")
+        print("got", c.recv(2))
+        c.sendall(b"!")
+        time.sleep(1)
+        try:
+            socket.gethostbyname("ntp.ubuntu.com")
+        except OSError as e:
+            print("no such host:", type(e).__name__)
+    """)
+    runs = [launch("--hosts", "10.20.0.1,10.20.0.2", "--", "python3", server, ":::", "python3",
+                   client) for _ in range(2)]
+    done = runs[0]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+    out = done.stdout
+    assert "[p0] node0 4000 10.20.0.2" in out
+    assert "[p1] [('AF_INET', ('10.20.0.1', 29999))]" in out
+    assert "[p0] accepted from ::ffff:10.20.0.2 b'hello'" in out
+    assert re.search(r"\[p0\] pipe b'x' 0\.6\d*\n", out), out
+    assert "[p1] got b'go'" in out
+    assert re.search(r"\[p0\] epoll \[\(\d+, 1\)\] 0\.85\d*\n", out), out
+    assert "[p1] no such host: gaierror" in out

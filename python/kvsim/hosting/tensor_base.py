@@ -1,5 +1,5 @@
-"""What NPU tensors (kvsim.hosting.npu_tensor) and the stand-in's CPU tensors (site_notorch/torch)
-share: torch's metadata, conversions and argument rules, written once.
+"""torch's tensor metadata, conversions and argument rules for NPU tensors
+(kvsim.hosting.npu_tensor), whose bytes live in simulated HBM rather than in torch's storage.
 
 ``TensorBase`` works through what each class provides: ``_shape`` (tuple of ints), ``_strides``
 (in elements), ``_dtype``, ``shape``, ``element_size()``, ``item()``, ``is_contiguous()``,

@@ -213,8 +213,4 @@ def patch(torch):
     for name in _FACTORIES:
         if hasattr(torch, name):
             setattr(torch, name, _factory(torch, getattr(torch, name)))
-    from kvsim import launched
-    if not launched.active():  # hosted: torch.distributed among the launch's processes
-        from kvsim.hosting import distributed
-        distributed.patch(torch.distributed)
     torch._kvsim_npu = True

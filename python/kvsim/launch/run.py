@@ -7,9 +7,10 @@ one deterministic world.
 
 Each command becomes a host process on a node of the world (process i on node i unless a launch
 file says otherwise), runs in simulated time, and writes its output prefixed with its name.
-Python programs are hosted in the launcher; any other command (a C++ program linked with
-kvsim's libllm_datadist and libascendcl) runs as an OS process that joins the world through
-libkvsim_preload (cpp/server/launch_server.h). The exit status is the worst of the processes';
+Every command runs as an OS process that joins the world through libkvsim_preload
+(cpp/server/launch_server.h): a C++ program linked with kvsim's libllm_datadist and libascendcl,
+or a Python program, whose llm_datadist objects live in the launcher (kvsim.launch.python_calls)
+and whose torch is Debian's with NPU tensors in simulated HBM (kvsim.launched). The exit status is the worst of the processes';
 a launch in which every process waits for another ends with a report of who waits on what.
 """
 import argparse
@@ -39,15 +40,6 @@ def is_python(argv):
 def host_name(node):
     """The name a launched program's gethostname() gives on `node` (cpp/preload/name_calls.cpp)."""
     return f"node{node}"
-
-
-def python_hosted():
-    """True if Python programs are hosted in the launcher (KVSIM_LAUNCH_PYTHON=hosted) rather
-    than run as OS processes (=process)."""
-    mode = os.environ.get("KVSIM_LAUNCH_PYTHON", "").strip().lower() or "process"
-    if mode not in ("hosted", "process"):
-        raise LaunchError(f"KVSIM_LAUNCH_PYTHON={mode!r}: expected 'process' or 'hosted'")
-    return mode == "hosted"
 
 
 def python_command(argv):
@@ -279,7 +271,7 @@ def visible_devices(proc, node_devices):
 
 
 class Launch:
-    """One launch: its world, runtime and processes."""
+    """One launch: its world, its server and the programs it runs."""
 
     def __init__(self, spec, argv=(), fault_report=None):
         self.spec = spec
@@ -302,7 +294,6 @@ class Launch:
     def _run(self):
         from kvsim import _core
         from kvsim.hosting import ascend_env, torch_support
-        from kvsim.hosting.runtime import Process, Runtime
         spec = self.spec
         world, per_node = make_world(spec)
         self.world = world
@@ -320,23 +311,17 @@ class Launch:
             [world.device_ip(d) for d in range(world.device_count)]
         if netns.inside():
             netns.configure(addresses)
-        hosted = python_hosted()
-        hosted_specs = [ps for ps in spec.processes if is_python(ps.argv) and hosted]
         python_calls = None
-        if any(is_python(ps.argv) for ps in spec.processes) and not hosted:
+        if any(is_python(ps.argv) for ps in spec.processes):
             from kvsim.launch.python_calls import PythonCalls
             python_calls = PythonCalls(world)
-        if hosted_specs:
-            torch_support.install()
-            ascend_env.install_dev_patches()
         if spec.output_dir:
             os.makedirs(spec.output_dir, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix="kvsim-launch-")  # mode 0700: node descriptions
         self._temp_dirs.append(scratch)
-        runtime = Runtime(world, seed=spec.seed, wall_clock=spec.wall_clock)
-        self.runtime = runtime
-        server = None
-        processes = []
+        lib_dir = native_lib_dir()
+        server = _core.LaunchServer(world, spec.output_dir or "", spec.timeout, python_calls)
+        self.server = server
         self.programs = []  # (rank, name, node) of the OS processes
         for rank, ps in enumerate(spec.processes):
             where = f"process {ps.name}"
@@ -354,101 +339,60 @@ class Launch:
             env.update(ps.env)
             env["PATH"] = torch_support.bin_dir() + os.pathsep + env.get("PATH", "")
             env["KVSIM_NODE_INFO"] = node_file
-            if not is_python(ps.argv) or not hosted:
-                argv = list(ps.argv)
-                if is_python(argv):
-                    parse_python(argv, where)  # the same checks as a hosted one
-                    argv = python_command(argv)
-                    python_environment(env, spec.seed + rank)
-                check_program(argv[0], env.get("PATH", ""), ps.cwd or os.getcwd(), where)
-                if server is None:
-                    lib_dir = native_lib_dir()
-                    server = _core.LaunchServer(world, spec.output_dir or "", spec.timeout,
-                                                python_calls)
-                sim_id = world.add_process(ps.name, ps.node, seen)
-                if python_calls is not None:
-                    python_calls.ranks[sim_id] = rank
-                for name in ("KVSIM_WORLD_SOCKET", "KVSIM_PROCESS_TOKEN"):
-                    env.pop(name, None)
-                preload = os.path.join(lib_dir, "libkvsim_preload.so")
-                env["LD_PRELOAD"] = " ".join(filter(None, [preload, env.get("LD_PRELOAD")]))
-                env["LD_LIBRARY_PATH"] = os.pathsep.join(
-                    filter(None, [lib_dir, env.get("LD_LIBRARY_PATH")]))
-                if spec.wall_clock:
-                    env["KVSIM_WALL_CLOCK"] = "1"
-                env["KVSIM_RANDOM_SEED"] = str((spec.seed * 1000003 + rank) % 2**64)
-                env["KVSIM_PID"] = str(PID_BASE + rank)
-                env["KVSIM_HOSTNAME"] = host_name(ps.node)
-                env["KVSIM_HOSTS"] = ",".join(f"{host_name(n)}={world.host_ip(n)}"
-                                              for n in range(spec.nodes))
-                env["GLIBC_TUNABLES"] = netns.malloc_tunables(env.get("GLIBC_TUNABLES"))
-                server.add(ps.name, sim_id, argv,
-                           [f"{k}={v}" for k, v in env.items()], ps.cwd or os.getcwd())
-                self.programs.append((rank, ps.name, ps.node))
-                continue
-            script, argv = parse_python(ps.argv, where)
-            proc = Process(runtime, rank, ps.name, ps.node, PID_BASE + rank, argv, env, script,
-                           ps.cwd or os.getcwd(), spec.output_dir)
-            runtime.add(proc, seen, node_devices, world.host_ip(ps.node),
-                        torch_support.site_dirs())
-            processes.append(proc)
-        self.processes = processes
-        self.server = server
+            argv = list(ps.argv)
+            if is_python(argv):
+                parse_python(argv, where)
+                argv = python_command(argv)
+                python_environment(env, spec.seed + rank)
+            check_program(argv[0], env.get("PATH", ""), ps.cwd or os.getcwd(), where)
+            sim_id = world.add_process(ps.name, ps.node, seen)
+            if python_calls is not None:
+                python_calls.ranks[sim_id] = rank
+            for name in ("KVSIM_WORLD_SOCKET", "KVSIM_PROCESS_TOKEN"):
+                env.pop(name, None)
+            preload = os.path.join(lib_dir, "libkvsim_preload.so")
+            env["LD_PRELOAD"] = " ".join(filter(None, [preload, env.get("LD_PRELOAD")]))
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                filter(None, [lib_dir, env.get("LD_LIBRARY_PATH")]))
+            if spec.wall_clock:
+                env["KVSIM_WALL_CLOCK"] = "1"
+            env["KVSIM_RANDOM_SEED"] = str((spec.seed * 1000003 + rank) % 2**64)
+            env["KVSIM_PID"] = str(PID_BASE + rank)
+            env["KVSIM_HOSTNAME"] = host_name(ps.node)
+            env["KVSIM_HOSTS"] = ",".join(f"{host_name(n)}={world.host_ip(n)}"
+                                          for n in range(spec.nodes))
+            env["GLIBC_TUNABLES"] = netns.malloc_tunables(env.get("GLIBC_TUNABLES"))
+            server.add(ps.name, sim_id, argv, [f"{k}={v}" for k, v in env.items()],
+                       ps.cwd or os.getcwd())
+            self.programs.append((rank, ps.name, ps.node))
         self._schedule_kills(world.now_ps)
-        if processes:
-            runtime.install()
-            for proc in processes:
-                runtime.start(proc)
         old = signal.signal(signal.SIGALRM, self._expire)
         signal.setitimer(signal.ITIMER_REAL, spec.timeout)
         try:
-            if server is not None:
-                server.run()
-            else:
-                world.run_until_idle()
+            server.run()
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
             report = self._report()
-            if processes:
-                runtime.uninstall()
         sys.stderr.write(report)
-        codes = [NOT_ENDED if p.exit_code is None else p.exit_code for p in processes
-                 if not faults.killed_by(self.faults, p.name, p.exit_code)]
-        if server is not None:
-            codes += [NOT_ENDED if e["exit_code"] is None else e["exit_code"]
-                      for e in server.ends()
-                      if not faults.killed_by(self.faults, e["name"], e["exit_code"])]
+        codes = [NOT_ENDED if e["exit_code"] is None else e["exit_code"]
+                 for e in server.ends()
+                 if not faults.killed_by(self.faults, e["name"], e["exit_code"])]
         if spec.fault_seed is not None and self._fault_verdict():
             return max(codes + [1])
         return max(codes, default=0)
 
     def _schedule_kills(self, start_ps):
-        """The seed's process kills: an OS program is killed by the server (SIGKILL), a hosted
-        one by a job of the launcher at that simulated time (Runtime.kill)."""
-        from kvsim import _core
-        hosted = {p.name: p for p in self.processes}
+        """The seed's process kills: the server kills the program (SIGKILL) at that time."""
         for f in self.faults:
             name = faults.victim(f)
-            if name is None:
-                continue
-            at_ps = start_ps + round(f.at * 1e12)
-            if name not in hosted:
-                self.server.kill_at(name, at_ps)
-                continue
-
-            def kill(proc=hosted[name], at_ps=at_ps):
-                if at_ps > _core.now_ps():
-                    _core.sleep((at_ps - _core.now_ps()) * 1e-12)
-                self.runtime.kill(proc)
-            _core.spawn(kill, f"kill_{name}")
+            if name is not None:
+                self.server.kill_at(name, start_ps + round(f.at * 1e12))
 
     def _fault_verdict(self):
         """Prints (and writes, with --fault-report) what the programs did not handle."""
         spec = self.spec
-        ends = [(p.name, p.exit_code) for p in self.processes]
-        if self.server is not None:
-            ends += [(e["name"], e["exit_code"]) for e in self.server.ends()]
+        ends = [(e["name"], e["exit_code"]) for e in self.server.ends()]
         ends = [(name, code, faults.last_error_line(os.path.join(spec.output_dir, name + ".err"))
                  if code else "") for name, code in ends]
         jobs = [f"{j['job']} ({j['what']})" for j in self.world.blocked_jobs()]
@@ -463,49 +407,22 @@ class Launch:
     def _expire(self, signum, frame):
         self.expired = True
         self.world.request_stop()
-        if self.runtime.active is not None:
-            raise TimeoutError(f"kvsim launch: the wall-clock limit of {self.spec.timeout} s "
-                               "passed")
 
     def _report(self):
-        from kvsim import _core
-        now = _core.now_ps() * 1e-12
         lines = []
-        waiting = [p for p in self.processes if not p.finished]
-        stall = self.server.stall_report() if self.server is not None else ""
-        if waiting or stall:
-            why = (f"the wall-clock limit of {self.spec.timeout} s passed" if self.expired
-                   else "every process left waits for something that cannot happen")
-            lines.append(f"kvsim launch: {stall.splitlines()[0]}" if stall and not waiting
-                         else f"kvsim launch: stopped at t={now:.6f} s: {why}")
-            blocked = {}
-            for job in self.world.blocked_jobs():
-                blocked.setdefault(job["process"], []).append(job)
-            for proc in waiting:
-                note = proc.context.state.get("waiting") if proc.context else ""
-                lines.append(f"  [{proc.name}] waits for {note or self._first(blocked, proc)}")
-                for job in blocked.get(proc.sim_id, []):
-                    since = job["since_ps"] * 1e-12
-                    lines.append(f"    job {job['job']}: {job['what']} since t={since:.6f} s")
-                    for text in job["stack"].rstrip().splitlines()[-6:]:
-                        lines.append(f"      {text}")
+        stall = self.server.stall_report()
+        if stall:
+            lines.append(f"kvsim launch: {stall.splitlines()[0]}")
             lines += stall.splitlines()[1:]
-        ends = {e["name"]: e for e in self.server.ends()} if self.server is not None else {}
-        by_rank = [(p.rank, p.name, p.node, p.exit_code, p.ended_ps) for p in self.processes]
-        by_rank += [(rank, name, node, ends[name]["exit_code"], ends[name]["ended_ps"])
-                    for rank, name, node in self.programs]
-        for _, name, node, code, ended_ps in sorted(by_rank):
+        ends = {e["name"]: e for e in self.server.ends()}
+        for _, name, node in sorted(self.programs):
+            code, ended_ps = ends[name]["exit_code"], ends[name]["ended_ps"]
             status = ("did not end" if code is None else
                       f"was killed by the fault at t={ended_ps * 1e-12:.6f} s"
                       if faults.killed_by(self.faults, name, code) else
                       f"exited {code} at t={ended_ps * 1e-12:.6f} s")
             lines.append(f"kvsim launch: {name} (node {node}) {status}")
         return "\n".join(lines) + "\n"
-
-    @staticmethod
-    def _first(blocked, proc):
-        jobs = blocked.get(proc.sim_id, [])
-        return jobs[0]["what"] if jobs else "nothing the simulation knows of"
 
 
 def main(argv=None):
