@@ -18,6 +18,7 @@ import pickle
 import weakref
 
 from kvsim import _core
+from kvsim.launched.writebacks import configs_in
 
 #: Objects that cross as handles: they hold the state of a program's llm_datadist.
 REMOTE_TYPES = (_core.LLMDataDist, _core.CacheManager, _core.KvCacheManager, _core.KvCache,
@@ -31,22 +32,6 @@ MEMORY_CALLS = {"alloc": _core.alloc, "free": _core.free, "read": _core.read,
 WORLD_QUERIES = ("inventory", "links", "diagnostics")
 #: Modules whose classes a request may name when it is unpickled.
 _SAFE_MODULES = {"builtins", "llm_datadist", "kvsim._core", "copyreg", "_codecs"}
-_CONFIG_TYPES = (_core.TransferConfig, _core.TransferWithCacheKeyConfig)
-
-
-def configs_in(value, out=None):
-    """The TransferConfig-like objects in args (lists, tuples, dicts), in a fixed walk order:
-    transfer_cache_async writes their src_layer_range back (spec §3.1)."""
-    out = [] if out is None else out
-    if isinstance(value, _CONFIG_TYPES):
-        out.append(value)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            configs_in(item, out)
-    elif isinstance(value, dict):
-        for item in value.values():
-            configs_in(item, out)
-    return out
 
 
 class _ForwardingSynchronizer(_core.LayerSynchronizer):

@@ -18,11 +18,11 @@ import traceback
 import weakref
 
 from kvsim import _core
+from kvsim.launched.writebacks import configs_in
 from kvsim.launched import channel
 
 #: The classes whose objects live in the launcher.
 REMOTE_CLASSES = ("LLMDataDist", "CacheManager", "KvCacheManager", "KvCache", "CacheTask")
-_CONFIG_TYPES = (_core.TransferConfig, _core.TransferWithCacheKeyConfig)
 
 _drops = []  # handles of proxies collected since the last request
 # The program's LayerSynchronizers by sync id, with the number of requests that sent each and
@@ -33,20 +33,6 @@ _sync_ids = weakref.WeakKeyDictionary()  # LayerSynchronizer -> its sync id
 _sync_lock = threading.Lock()
 _next_sync = [1]
 _callback_thread = None
-
-
-def configs_in(value, out=None):
-    """As kvsim.launch.python_calls.configs_in (the same walk on both sides)."""
-    out = [] if out is None else out
-    if isinstance(value, _CONFIG_TYPES):
-        out.append(value)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            configs_in(item, out)
-    elif isinstance(value, dict):
-        for item in value.values():
-            configs_in(item, out)
-    return out
 
 
 class _Pickler(pickle.Pickler):
