@@ -33,6 +33,7 @@
 #include "cpp/client/channel.h"
 #include "cpp/preload/real_calls.h"
 #include "cpp/preload/socket_calls.h"
+#include "cpp/preload/spin_rule.h"
 
 namespace {
 
@@ -122,37 +123,22 @@ std::int64_t finish(const Reply& r) {
   return r.result;
 }
 
-// The spin rule for descriptors (as time_calls.cpp's for clocks, and Shadow's latency for
-// unblocked syscalls): a thread whose polls return at once, and whose reads, writes and accepts
-// find nothing to do, 1,000 times in a row with no simulated time passing, is taken to busy-wait
-// and waits 1 us; while it goes on, every further 100 wait twice as long as the last, up to 1 ms.
-// Otherwise a loop that polls a reset socket forever (c10d's store thread, once its peer died)
-// would hold simulated time still for its process's other threads. Moving bytes resets it.
-constexpr int kSpinCalls = 1000;
-constexpr int kSpinAgainCalls = 100;
-constexpr std::uint64_t kSpinStepPs = 1'000'000;         // 1 us
-constexpr std::uint64_t kSpinMaxStepPs = 1'000'000'000;  // 1 ms
-thread_local std::uint64_t t_spin_now = ~0ull;
-thread_local int t_spins = 0;
-thread_local std::uint64_t t_spin_step = 0;
+// Descriptor calls that find nothing to do (a poll that returns at once, a read, write or accept
+// with nothing to move, end of file again), 1,000 in a row with no simulated time passing, are
+// a busy-wait (cpp/preload/spin_rule.h): a loop that polls a reset socket forever (c10d's store
+// thread, once its peer died) would hold simulated time still for its process's other threads.
+// Moving bytes is progress.
+thread_local kvsim::cpp::preload::SpinRule t_spin(1000, 100);
 
 void idle_call() {
-  const std::uint64_t now = kvsim::cpp::preload::now_ps();
-  if (now != t_spin_now) {
-    t_spin_now = now;
-    t_spins = 0;
-    t_spin_step = 0;
+  if (const std::uint64_t wait = t_spin.idle(kvsim::cpp::preload::now_ps()); wait > 0) {
+    (void)kvsim::cpp::preload::sleep_ps(wait);
+    t_spin.waited(kvsim::cpp::preload::now_ps());
   }
-  if (++t_spins <= (t_spin_step == 0 ? kSpinCalls : kSpinAgainCalls)) return;
-  t_spin_step = t_spin_step == 0 ? kSpinStepPs : std::min(2 * t_spin_step, kSpinMaxStepPs);
-  (void)kvsim::cpp::preload::sleep_ps(t_spin_step);
-  t_spin_now = kvsim::cpp::preload::now_ps();
-  t_spins = 0;
 }
 
 void busy_call() {
-  t_spins = 0;
-  t_spin_step = 0;
+  t_spin.progress();
 }
 
 // The IPv4 address and port of `addr`, which must be of the socket's family (Linux answers

@@ -17,6 +17,7 @@
 
 #include "cpp/client/channel.h"
 #include "cpp/preload/real_calls.h"
+#include "cpp/preload/spin_rule.h"
 
 namespace {
 
@@ -28,14 +29,8 @@ using kvsim::cpp::preload::wall_clock;
 constexpr std::int64_t kEpoch = 1735689600;  // 2025-01-01T00:00:00Z, as kvsim.hosting's clocks
 constexpr std::uint64_t kPsPerNs = 1000;
 constexpr std::uint64_t kPsPerSecond = 1'000'000'000'000ULL;
-constexpr int kSpinReads = 100'000;                      // reads before the first step
-constexpr int kSpinAgainReads = 1000;                    // reads before each further step
-constexpr std::uint64_t kSpinStepPs = 1'000'000;         // 1 us
-constexpr std::uint64_t kSpinMaxStepPs = 1'000'000'000;  // 1 ms
-
-thread_local int t_reads = 0;
-thread_local std::uint64_t t_calls_seen = 0;
-thread_local std::uint64_t t_step_ps = 0;  // the last spin step, 0 if none since a call
+// Clock reads in a row without any other kvsim call (cpp/preload/spin_rule.h).
+thread_local kvsim::cpp::preload::SpinRule t_spin(100'000, 1000);
 
 bool simulated_clock(clockid_t id) {
   switch (id) {
@@ -59,17 +54,9 @@ bool wall(clockid_t id) {
 // Simulated time, with the spin rule.
 std::uint64_t read_clock() {
   auto& channel = kvsim::cpp::client::Channel::get();
-  const std::uint64_t calls = channel.calls_made();
-  if (calls != t_calls_seen) {
-    t_calls_seen = calls;
-    t_reads = 0;
-    t_step_ps = 0;
-  }
-  if (++t_reads > (t_step_ps == 0 ? kSpinReads : kSpinAgainReads)) {
-    t_step_ps = t_step_ps == 0 ? kSpinStepPs : std::min(2 * t_step_ps, kSpinMaxStepPs);
-    (void)sleep_ps(t_step_ps);
-    t_calls_seen = channel.calls_made();
-    t_reads = 0;
+  if (const std::uint64_t wait = t_spin.idle(channel.calls_made()); wait > 0) {
+    (void)sleep_ps(wait);
+    t_spin.waited(channel.calls_made());
   }
   return now_ps();
 }
