@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cpp/client/channel.h"
+#include "cpp/preload/happens_before.h"
 #include "cpp/preload/real_calls.h"
 #include "cpp/preload/socket_calls.h"
 #include "cpp/preload/spin_rule.h"
@@ -227,6 +228,7 @@ ssize_t send_bytes(int fd, const char* data, std::size_t n, int flags) {
                                             .i32(fd)
                                             .bytes(data + done, piece)
                                             .boolean(nonblocking(fd) || (flags & MSG_DONTWAIT))
+                                            .str(kvsim::cpp::preload::hb::release_stamp())
                                             .take());
     if (r.result < 0) {
       if (r.error == EPIPE && (flags & MSG_NOSIGNAL) == 0) raise(SIGPIPE);
@@ -257,7 +259,9 @@ ssize_t recv_bytes(int fd, void* buf, std::size_t n, int flags) {
     return fail(r.error);
   }
   try {
-    const std::string bytes = wire::Reader(r.rest).str();
+    wire::Reader in(r.rest);
+    const std::string bytes = in.str();
+    kvsim::cpp::preload::hb::absorb(in.str());  // the senders' clocks of these bytes
     if (bytes.empty()) {
       idle_call();  // end of file, again
     } else {

@@ -3,13 +3,16 @@
 // program runs at a time) and counts the program as running until that thread connects; its
 // start would otherwise be invisible, and what ran first would depend on the host's scheduling.
 // pthread_join waits in the world until the thread has ended (then the C library's join, which
-// returns at once or after the thread's last instructions).
+// returns at once or after the thread's last instructions). Both are happens-before edges of the
+// rule checker (cpp/preload/happens_before.h).
 #include <pthread.h>
 
 #include <atomic>
+#include <string>
 #include <unordered_map>
 
 #include "cpp/client/channel.h"
+#include "cpp/preload/happens_before.h"
 #include "cpp/preload/real_calls.h"
 #include "cpp/preload/spin_lock.h"
 #include "cpp/preload/waits.h"
@@ -22,13 +25,22 @@ struct Start {
   void* (*fn)(void*);
   void* arg;
   std::int64_t slot;
+  std::string stamp;  ///< the creating thread's clock
 };
+
+// The key under which a thread's last clock waits for its joiner.
+std::uint64_t end_key(std::int64_t slot) {
+  return (std::uint64_t{1} << 62) | static_cast<std::uint64_t>(slot);
+}
 
 void* start_announced(void* p) {
   const Start start = *static_cast<Start*>(p);
   delete static_cast<Start*>(p);
+  kvsim::cpp::preload::hb::absorb(start.stamp);
   Channel::get().adopt_thread(start.slot);
-  return start.fn(start.arg);
+  void* result = start.fn(start.arg);
+  if (start.slot >= 0) kvsim::cpp::preload::hb::release(end_key(start.slot));
+  return result;
 }
 
 // The world's slot of each thread this program started, for pthread_join.
@@ -64,7 +76,7 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
                               void* arg) {
   if (!kvsim::cpp::preload::simulated()) return KVSIM_REAL(pthread_create)(thread, attr, fn, arg);
   const std::int64_t slot = Channel::get().announce_thread();
-  auto* start = new Start{fn, arg, slot};
+  auto* start = new Start{fn, arg, slot, kvsim::cpp::preload::hb::release_stamp()};
   const int rc = KVSIM_REAL(pthread_create)(thread, attr, start_announced, start);
   if (rc != 0) {
     delete start;
@@ -78,7 +90,9 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
 extern "C" int pthread_join(pthread_t thread, void** result) {
   if (kvsim::cpp::preload::simulated()) {
     const std::int64_t slot = slots().take(thread);
-    if (slot >= 0) (void)kvsim::cpp::preload::join_slot(slot);
+    if (slot >= 0 && kvsim::cpp::preload::join_slot(slot)) {
+      kvsim::cpp::preload::hb::acquire(end_key(slot));
+    }
   }
   return KVSIM_REAL(pthread_join)(thread, result);
 }

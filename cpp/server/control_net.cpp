@@ -22,6 +22,15 @@ using wire::Writer;
 namespace {
 
 constexpr std::uint32_t kAny = 0;
+
+// A sender's stamp; one that does not decode orders nothing (a program's bug, not the world's).
+wire::VectorClock decode_stamp(const std::string& stamp) {
+  try {
+    return wire::VectorClock::decode(stamp);
+  } catch (const wire::WireError&) {
+    return {};
+  }
+}
 constexpr std::uint16_t kFirstEphemeral = 32768;  // Linux's ip_local_port_range
 
 bool loopback(std::uint32_t ip) {
@@ -64,6 +73,7 @@ struct ControlNet::Socket : std::enable_shared_from_this<ControlNet::Socket> {
     Time arrival = 0;
     std::string data;  ///< empty for a FIN
     bool fin = false;
+    std::string stamp;  ///< the sender's happens-before clock (cpp/wire/vector_clock.h)
   };
 
   int process = 0;
@@ -88,6 +98,7 @@ struct ControlNet::Socket : std::enable_shared_from_this<ControlNet::Socket> {
   int names = 1;              ///< descriptors naming it (dup): closed with the last
   std::uint64_t counter = 0;  ///< an eventfd's value
   bool semaphore = false;     ///< EFD_SEMAPHORE: a read takes 1
+  wire::VectorClock written;  ///< an eventfd's writers' clocks, joined
   std::vector<impl::Signal*> waiters;
 
   /// A connecting socket whose outcome is due becomes connected (or fresh, with its error).
@@ -171,7 +182,7 @@ void ControlNet::deliver_fin(Socket& s) {
   if (s.write_shut) return;
   s.write_shut = true;
   if (const auto remote = s.remote.lock()) {
-    remote->inbox.push_back({platform_.now() + delay(s, *remote), {}, true});
+    remote->inbox.push_back({platform_.now() + delay(s, *remote), {}, true, {}});
     notify(*remote);
   }
 }
@@ -304,8 +315,8 @@ ControlNet::Result ControlNet::connect(Socket& s, std::uint32_t ip, std::uint16_
   return Result::fail(s.connect_error);
 }
 
-ControlNet::Result ControlNet::send(Socket& s, const std::string& bytes) {
-  if (s.state == Socket::State::kEventFd) return add_to_counter(s, bytes);
+ControlNet::Result ControlNet::send(Socket& s, const std::string& bytes, const std::string& stamp) {
+  if (s.state == Socket::State::kEventFd) return add_to_counter(s, bytes, stamp);
   s.settle(platform_.now());
   if (s.state != Socket::State::kConnected) {
     return Result::fail(s.state == Socket::State::kConnecting ? EAGAIN : ENOTCONN);
@@ -315,7 +326,7 @@ ControlNet::Result ControlNet::send(Socket& s, const std::string& bytes) {
     return Result::fail(EPIPE);
   }
   if (bytes.empty()) return Result::ok();
-  remote->inbox.push_back({platform_.now() + delay(s, *remote), bytes, false});
+  remote->inbox.push_back({platform_.now() + delay(s, *remote), bytes, false, stamp});
   notify(*remote);
   return Result::ok(static_cast<std::int64_t>(bytes.size()));
 }
@@ -330,11 +341,13 @@ ControlNet::Result ControlNet::recv(Socket& s, std::uint64_t max, std::uint32_t 
   const Time deadline = s.recv_timeout == 0 ? impl::kForever : platform_.now() + s.recv_timeout;
   auto self = s.shared_from_this();
   std::string got;
+  wire::VectorClock senders;  // the clocks of the segments `got` takes bytes from
   for (;;) {
     const Time now = platform_.now();
     if (s.state == Socket::State::kClosed) return Result::fail(EBADF);
     // What has arrived, in order, up to max bytes or a FIN; nothing is consumed yet.
     got.clear();
+    senders = wire::VectorClock();
     bool eof = false;
     Time next = deadline;
     std::size_t offset = s.consumed;
@@ -348,6 +361,7 @@ ControlNet::Result ControlNet::recv(Socket& s, std::uint64_t max, std::uint32_t 
         break;
       }
       if (got.size() == max) break;
+      if (!seg.stamp.empty()) senders.join(decode_stamp(seg.stamp));
       got.append(seg.data, offset,
                  std::min<std::size_t>(seg.data.size() - offset, max - got.size()));
       offset = 0;
@@ -373,7 +387,7 @@ ControlNet::Result ControlNet::recv(Socket& s, std::uint64_t max, std::uint32_t 
       }
     }
   }
-  out.str(got);
+  out.str(got).str(senders.encode());
   return Result::ok(static_cast<std::int64_t>(got.size()));
 }
 
@@ -408,7 +422,8 @@ ControlNet::Result ControlNet::close(int process, int fd) {
 
 // eventfd(2): a write adds its 8-byte value; a read takes the counter (or 1 in semaphore mode),
 // waiting while it is 0.
-ControlNet::Result ControlNet::add_to_counter(Socket& s, const std::string& bytes) {
+ControlNet::Result ControlNet::add_to_counter(Socket& s, const std::string& bytes,
+                                              const std::string& stamp) {
   if (bytes.size() != 8) return Result::fail(EINVAL);
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i) {
@@ -419,6 +434,7 @@ ControlNet::Result ControlNet::add_to_counter(Socket& s, const std::string& byte
   if (v == ~std::uint64_t{0}) return Result::fail(EINVAL);
   if (v > kMax - s.counter) return Result::fail(EAGAIN);  // a blocking writer would wait
   s.counter += v;
+  if (!stamp.empty()) s.written.join(decode_stamp(stamp));
   notify(s);
   return Result::ok(8);
 }
@@ -436,7 +452,7 @@ ControlNet::Result ControlNet::take_counter(Socket& s, std::uint64_t max, bool n
   s.counter -= v;
   std::string bytes(8, '\0');
   for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i));
-  out.str(bytes);
+  out.str(bytes).str(s.written.encode());
   return Result::ok(8);
 }
 
@@ -615,8 +631,9 @@ std::string ControlNet::handle(int process, const std::string& payload) {
         case SockOp::kSend: {
           const std::string bytes = in.str();
           (void)in.boolean();  // sends never block: buffers are unbounded
+          const std::string stamp = in.str();
           in.end();
-          r = s ? send(*s, bytes) : Result::fail(EBADF);
+          r = s ? send(*s, bytes, stamp) : Result::fail(EBADF);
           break;
         }
         case SockOp::kRecv: {

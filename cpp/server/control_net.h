@@ -21,6 +21,7 @@
 #include <string>
 #include <utility>
 
+#include "cpp/wire/vector_clock.h"
 #include "cpp/wire/wire.h"
 #include "impl/directory.h"
 #include "impl/platform.h"
@@ -53,7 +54,7 @@ class ControlNet {
   Result listen(Socket& s);
   Result accept(Socket& s, int process, int new_fd, bool nonblocking, wire::Writer& out);
   Result connect(Socket& s, std::uint32_t ip, std::uint16_t port, bool nonblocking);
-  Result send(Socket& s, const std::string& bytes);
+  Result send(Socket& s, const std::string& bytes, const std::string& stamp);
   Result recv(Socket& s, std::uint64_t max, std::uint32_t flags, bool nonblocking,
               wire::Writer& out);
   Result shutdown(Socket& s, int how);
@@ -62,7 +63,7 @@ class ControlNet {
   Result pair(int process, int fd_a, int fd_b);
   Result eventfd(int process, int fd, std::uint64_t initial, bool semaphore);
   Result dup(int process, int fd, int new_fd);
-  Result add_to_counter(Socket& s, const std::string& bytes);
+  Result add_to_counter(Socket& s, const std::string& bytes, const std::string& stamp);
   Result take_counter(Socket& s, std::uint64_t max, bool nonblocking, wire::Writer& out);
   /// A segment's time from `from` to `to`: none within a socketpair.
   impl::Time delay(const Socket& from, const Socket& to) const;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/personality.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -236,6 +237,7 @@ struct LaunchServer::Thread {
   bool woken = false;
   std::uint64_t wait_key = 0;
   std::vector<Thread*> joiners;  ///< threads in kJoin on this one
+  std::string prepared;          ///< the reply of a request done at once that preempt() queued
 };
 
 struct LaunchServer::Program {
@@ -265,6 +267,7 @@ LaunchServer::LaunchServer(sim::SystemcPlatform& platform, impl::Directory& dire
     : platform_(platform),
       directory_(directory),
       options_(std::move(options)),
+      schedule_(options_.schedule_seed),
       net_(platform, directory) {}
 
 LaunchServer::~LaunchServer() {
@@ -310,6 +313,15 @@ void LaunchServer::kill_due_programs() {
 }
 
 void LaunchServer::start(Program& p) {
+  // Without address-space randomisation a program's addresses (pthread_self, which logging and
+  // stack dumps print; a heap object's id) are the same in every replay. Inherited across exec;
+  // where the system refuses it the launch runs randomised.
+  static const bool fixed_layout = [] {
+    const int current = ::personality(0xffffffff);
+    return current != -1 && ::personality(static_cast<unsigned long>(current) |  // NOLINT
+                                          ADDR_NO_RANDOMIZE) != -1;
+  }();
+  (void)fixed_layout;
   int out[2];
   int err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -507,7 +519,7 @@ void LaunchServer::send_answers() {
 
 void LaunchServer::become_ready(Thread& t, std::string answer) {
   Program& p = *t.program;
-  if (p.running == nullptr) {
+  if (p.running == nullptr && options_.schedule_seed == 0) {
     p.running = &t;
     t.state = Thread::State::kRunning;
     t.out += answer;
@@ -521,8 +533,11 @@ void LaunchServer::become_ready(Thread& t, std::string answer) {
 
 void LaunchServer::give_turn(Program& p) {
   while (p.running == nullptr && !p.ready.empty()) {
-    Thread* t = p.ready.front();
-    p.ready.pop_front();
+    // A seeded schedule draws the next thread among the ready ones (become_ready queues every
+    // answer then, so that threads answered at one time all compete).
+    const std::size_t pick = options_.schedule_seed == 0 ? 0 : schedule_() % p.ready.size();
+    Thread* t = p.ready[pick];
+    p.ready.erase(p.ready.begin() + static_cast<std::ptrdiff_t>(pick));
     if (t->state == Thread::State::kAnnounced) {
       p.running = t;  // it runs until its hello, which is answered at once
     } else if (t->state == Thread::State::kReady && t->fd >= 0) {
@@ -533,6 +548,10 @@ void LaunchServer::give_turn(Program& p) {
       flush(*t);
     }
   }
+}
+
+bool LaunchServer::preempt() {
+  return options_.schedule_seed != 0 && (schedule_() & 1U) != 0;
 }
 
 void LaunchServer::stop_running(Thread& t) {
@@ -798,6 +817,7 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
     t->pending = std::move(welcome);
   } else {
     become_ready(*t, std::move(welcome));
+    give_turn(*p);
   }
   t->in = std::move(rest);
   read_connection(p, t, -1);  // frames that came with the hello
@@ -871,7 +891,9 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
         fresh.slot = static_cast<int>(p.threads.size()) - 1;
         fresh.state = Thread::State::kAnnounced;
         fresh.wake = platform_.make_signal();
-        p.ready.push_back(&fresh);  // its turn comes after the threads ready before it
+        // Its turn comes after the threads ready before it (never preempted here: the thread
+        // cannot start before its creator has this answer).
+        p.ready.push_back(&fresh);
         t.out += wire::reply_frame(platform_.now(), wire::Writer().i64(fresh.slot).take());
         flush(t);
         return;
@@ -902,6 +924,10 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
             ++woken;
           }
           if (queue.empty()) p.waiters.erase(it);
+        }
+        if (preempt()) {
+          t.prepared = wire::Writer().u32(woken).take();
+          break;
         }
         t.out += wire::reply_frame(platform_.now(), wire::Writer().u32(woken).take());
         flush(t);
@@ -972,6 +998,8 @@ std::string LaunchServer::serve(Program& p, Thread& t) {
     case Op::kJoin:
       while (!t.woken && !t.quit) (void)t.woke->wait_for(impl::kForever);
       return {};
+    case Op::kWake:  // done when it came (preempt): its thread competes for the next turn
+      return std::move(t.prepared);
     case Op::kPython:
       if (!options_.python_call) throw std::runtime_error("this launch serves no Python calls");
       return options_.python_call(p.spec.process, payload);

@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,11 @@ class LaunchServer {
     std::function<std::string(int process, const std::string& request)> python_call;
     /// Told on the program's job when its process has ended, with why (before its Session ends).
     std::function<void(int process, const std::string& why)> python_ended;
+    /// Which of a program's ready threads runs next: 0 the one ready longest (FIFO); any other
+    /// value draws it from a generator seeded with it, and a thread that wakes another may
+    /// give up its turn there (preempt), so that one launch can be replayed under
+    /// many schedules (the rule checker's verdict must not change with them).
+    std::uint64_t schedule_seed = 0;
   };
 
   LaunchServer(sim::SystemcPlatform& platform, impl::Directory& directory, Options options);
@@ -114,6 +120,9 @@ class LaunchServer {
   void become_ready(Thread& t, std::string answer);
   /// Lets the next ready thread of `p` run if none does.
   void give_turn(Program& p);
+  /// With a seeded schedule, whether a thread that woke another gives up its turn there (a
+  /// coin of schedule_): the other threads may then run first, as on a machine.
+  bool preempt();
   /// `t` waits or ended: the next ready thread of its program runs.
   void stop_running(Thread& t);
   /// Ends `t`'s kWait or kJoin.
@@ -141,6 +150,7 @@ class LaunchServer {
   sim::SystemcPlatform& platform_;
   impl::Directory& directory_;
   Options options_;
+  std::mt19937_64 schedule_;  ///< draws the next ready thread when options_.schedule_seed != 0
   ControlNet net_;
   std::string dir_;
   std::string socket_path_;

@@ -75,8 +75,10 @@ enum class SockOp : std::uint32_t {
   kListen,      // i32 fd, i32 backlog -> 0
   kAccept,      // i32 fd, i32 new_fd, bool nonblocking -> 0, u32 ip, u16 port
   kConnect,     // i32 fd, u32 ip, u16 port, bool nonblocking -> 0
-  kSend,        // i32 fd, bytes, bool nonblocking -> bytes sent
-  kRecv,        // i32 fd, u64 max, u32 flags (kPeek, kWaitAll), bool nonblocking -> n, bytes
+  // A send carries its thread's happens-before stamp, a receive answers the stamps of the bytes
+  // it took, joined (cpp/wire/vector_clock.h; eventfds alike).
+  kSend,  // i32 fd, bytes, bool nonblocking, stamp -> bytes sent
+  kRecv,  // i32 fd, u64 max, u32 flags (kPeek, kWaitAll), bool nonblocking -> n, bytes, stamp
   kShutdown,    // i32 fd, i32 how -> 0
   kClose,       // i32 fd -> 0
   kPoll,        // u64 n, n x (i32 fd, i16 events), i64 timeout_ps (-1: none) -> n ready, revents

@@ -58,11 +58,12 @@ void bind_launch_server(py::module_& m) {
                         "Serves launched OS processes (C++ programs) in a world: their ACL, "
                         "llm_datadist, sleep, clock and TCP calls, in simulated time.")
       .def(py::init([](std::shared_ptr<WorldBox> world, const std::string& output_dir,
-                       double wall_limit_s, py::object python_calls) {
+                       double wall_limit_s, py::object python_calls, std::uint64_t schedule_seed) {
              sim::World& w = live(world);
              cpp::LaunchServer::Options options;
              options.output_dir = output_dir;
              options.wall_limit_s = wall_limit_s;
+             options.schedule_seed = schedule_seed;
              options.interrupted = [] { return PyErr_CheckSignals() != 0; };
              if (!python_calls.is_none()) {
                auto call = std::make_shared<PyRef>(python_calls.attr("call"));
@@ -84,9 +85,11 @@ void bind_launch_server(py::module_& m) {
              return box;
            }),
            "world"_a, "output_dir"_a = "", "wall_limit_s"_a = 600.0, "python_calls"_a = py::none(),
+           "schedule_seed"_a = 0,
            "python_calls: serves Python programs' llm_datadist calls, an object with "
            "call(process, bytes) -> bytes and ended(process, why) "
-           "(kvsim.launch.python_calls.PythonCalls).")
+           "(kvsim.launch.python_calls.PythonCalls). schedule_seed: which of a process's ready "
+           "threads runs next (0: the oldest).")
       .def(
           "add",
           [](ServerBox& b, const std::string& name, int process, std::vector<std::string> argv,

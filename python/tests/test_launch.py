@@ -127,6 +127,10 @@ def test_a_stalled_launch_reports_who_waits_on_what(tmp_path):
     assert "in wait" in text
     assert "stuck (node 0) did not end" in done.stderr
     assert "quick (node 1) exited 0" in done.stderr
+    # The report replays to the byte, thread and lock addresses included (no ASLR).
+    assert re.search(r"\[stuck\] Thread 0x[0-9a-f]+ ", text), text
+    again = launch("--names", "stuck,quick", "--", "python3", a, ":::", "python3", b)
+    assert (again.stdout, again.stderr) == (done.stdout, done.stderr)
 
 
 def test_the_wall_clock_limit_ends_a_program_that_never_waits(tmp_path):

@@ -11,7 +11,10 @@ request's blocks on a ThreadPoolExecutor(1), checks every byte, and reports "fin
 over the socket.
 
 --transport tcp speaks length-prefixed JSON over stdlib sockets; --transport zmq uses ZeroMQ
-(Debian's python3-zmq): a ROUTER on the prefill, a DEALER per decoder.
+(Debian's python3-zmq): a ROUTER on the prefill, a DEALER per decoder. --race (decode) plants a
+shutdown bug: finalize after a sleep rather than after the pulls. The pulls end within the
+sleep, so the run passes and every byte checks, but nothing orders finalize after them: kvsim
+launch reports it (FinalizeWhileBusy), and --strict fails the launch.
 
     kvsim launch --hosts 10.90.0.1,10.90.0.2 -- \\
         python3 pd_connector.py --role p --host 10.90.0.1 ::: \\
@@ -188,6 +191,9 @@ def prefill(args):
     if not all_done.wait(timeout=60):
         raise RuntimeError(f"only {len(finished)} of {REQUESTS} requests were reported finished")
     logging.info("prefill: every request was reported finished")
+    decoder = LLMClusterInfo()  # this end of the decoder's link goes before the cache does
+    decoder.remote_cluster_id = DECODE_ID
+    datadist.unlink_clusters([decoder], 5000, force=True)
     datadist.cache_manager.unregister_cache(cache.cache_id)
     datadist.finalize()
 
@@ -236,11 +242,20 @@ def decode(args):
         return request
 
     with ThreadPoolExecutor(1, thread_name_prefix="pull") as pool:
-        done = list(pool.map(pull, range(REQUESTS)))
-    logging.info("decode: pulled and checked requests %s", done)
-    datadist.unlink_clusters([agent["info"]], 5000, force=True)
-    datadist.cache_manager.unregister_cache(cache.cache_id)
-    datadist.finalize()
+        if args.race:
+            # The bug --race plants: shut down after a pause that "is always long enough"
+            # instead of waiting for the pulls. They do finish within it here, so the run
+            # passes; kvsim launch still reports finalize as unordered with every pull.
+            for request in range(REQUESTS):
+                pool.submit(pull, request)
+            time.sleep(1.0)
+            done = "(not waited for)"
+        else:
+            done = list(pool.map(pull, range(REQUESTS)))
+        logging.info("decode: pulled and checked requests %s", done)
+        datadist.unlink_clusters([agent["info"]], 5000, force=True)
+        datadist.cache_manager.unregister_cache(cache.cache_id)
+        datadist.finalize()
 
 
 if __name__ == "__main__":
@@ -249,6 +264,9 @@ if __name__ == "__main__":
     parser.add_argument("--host", required=True, help="this worker's host address")
     parser.add_argument("--prefill", help="the prefill's host address (decode only)")
     parser.add_argument("--transport", choices=("tcp", "zmq"), default="tcp")
+    parser.add_argument("--race", action="store_true",
+                        help="decode: finalize after a sleep instead of waiting for the pulls "
+                             "(a concurrency bug that kvsim launch reports)")
     cli = parser.parse_args()
     torch.npu.set_device(0)
     (prefill if cli.role == "p" else decode)(cli)

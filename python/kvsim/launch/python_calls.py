@@ -18,6 +18,7 @@ import pickle
 import weakref
 
 from kvsim import _core
+from kvsim.launch import rules
 from kvsim.launched.writebacks import configs_in
 
 #: Objects that cross as handles: they hold the state of a program's llm_datadist.
@@ -158,10 +159,19 @@ class _Unpickler(pickle.Unpickler):
 class PythonCalls:
     """Serves the Python programs of one launch (LaunchServer's python_calls)."""
 
-    def __init__(self, world):
+    def __init__(self, world, strict=False):
         self.world = world
         self.ranks = {}  # host process -> its rank in the launch
         self._processes = {}
+        self._names = {}
+        self.strict = strict  # every LLMDataDist initializes with kvsim.Strict
+        self.rules = rules.Checker()
+
+    def process_name(self, process):
+        name = self._names.get(process)
+        if name is None:
+            name = self._names[process] = self.world.process(process)["name"]
+        return name
 
     def _process(self, process):
         p = self._processes.get(process)
@@ -194,13 +204,23 @@ class PythonCalls:
 
     def _run(self, p, process, kind, args):
         if kind == "call":
-            obj, name, a, kw = args
-            result = getattr(obj, name)(*a, **kw)
+            obj, name, a, kw, context = args
+            if self.strict and name == "init" and type(obj).__name__ == "LLMDataDist":
+                a, kw = strict_options(a, kw)
             configs = configs_in((a, kw))
+            who = self.process_name(process)
+            try:
+                result = getattr(obj, name)(*a, **kw)
+            except BaseException as e:
+                self.rules.call(who, obj, name, configs, a, kw, context, e)
+                raise
+            self.rules.call(who, obj, name, configs, a, kw, context, result)
             return result, [c.src_layer_range for c in configs]
         if kind == "get":
             obj, name = args
-            return getattr(obj, name), []
+            value = getattr(obj, name)
+            self.rules.got(self.process_name(process), obj, name, value)
+            return value, []
         if kind == "set":
             obj, name, value = args
             setattr(obj, name, value)
@@ -264,6 +284,16 @@ class PythonCalls:
         for addr in sorted(p.memory if p is not None else ()):  # as the driver reclaims it
             _core.free(addr)
         return b""
+
+
+def strict_options(args, kwargs):
+    """LLMDataDist.init's arguments with kvsim.Strict on (kvsim launch --strict)."""
+    args, kwargs = list(args), dict(kwargs)
+    if args:
+        args[0] = dict(args[0] or {}, **{"kvsim.Strict": "1"})
+    else:
+        kwargs["options"] = dict(kwargs.get("options") or {}, **{"kvsim.Strict": "1"})
+    return tuple(args), kwargs
 
 
 def _simulated(addr, size):

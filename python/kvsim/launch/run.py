@@ -21,10 +21,12 @@ import signal
 import sys
 import tempfile
 
-from kvsim.launch import faults, netns
+from kvsim.launch import faults, netns, rules
 from kvsim.launch.spec import LaunchError, LaunchSpec, check_ipv4, consecutive, from_commands, \
     load_file, split_commands
 
+#: The exit status of a strict launch whose programs broke an API rule (kvsim.launch.rules).
+RULES_BROKEN = 3
 #: The exit status of a process that never ended (a stalled launch, or the wall-clock limit).
 NOT_ENDED = 124
 PID_BASE = 4000
@@ -142,6 +144,13 @@ def parse_args(argv):
                         help="node NODE's devices get FIRST and the addresses after it")
     parser.add_argument("--names", help="process names, comma-separated (default p0, p1, ...)")
     parser.add_argument("--seed", type=int, help="seed of the programs' random numbers (0)")
+    parser.add_argument("--strict", action="store_true",
+                        help="API rules are errors: every LLMDataDist runs with kvsim.Strict, and "
+                             "a pair of calls that a rule forbids to overlap and that the "
+                             "programs do not order fails the launch (exit status 3)")
+    parser.add_argument("--schedule-seed", type=int, metavar="N",
+                        help="seed of the order in which a process's ready threads run (0: "
+                             "oldest first); the rule verdict must not depend on it")
     parser.add_argument("--timeout", type=float, help="wall-clock limit in seconds (600)")
     parser.add_argument("--wall-clock", action="store_true",
                         help="programs' clocks read the host's real time (sleeps stay simulated)")
@@ -191,6 +200,12 @@ def build_spec(args, words):
         spec.timeout = args.timeout
     if args.wall_clock:
         spec.wall_clock = True
+    if args.strict:
+        spec.strict = True
+    if args.schedule_seed is not None:
+        if args.schedule_seed < 0:
+            raise LaunchError(f"--schedule-seed {args.schedule_seed}: must be >= 0")
+        spec.schedule_seed = args.schedule_seed
     if args.output_dir:
         spec.output_dir = args.output_dir
     if args.jobs < 1:
@@ -314,13 +329,14 @@ class Launch:
         python_calls = None
         if any(is_python(ps.argv) for ps in spec.processes):
             from kvsim.launch.python_calls import PythonCalls
-            python_calls = PythonCalls(world)
+            python_calls = PythonCalls(world, strict=spec.strict)
         if spec.output_dir:
             os.makedirs(spec.output_dir, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix="kvsim-launch-")  # mode 0700: node descriptions
         self._temp_dirs.append(scratch)
         lib_dir = native_lib_dir()
-        server = _core.LaunchServer(world, spec.output_dir or "", spec.timeout, python_calls)
+        server = _core.LaunchServer(world, spec.output_dir or "", spec.timeout, python_calls,
+                                    spec.schedule_seed)
         self.server = server
         self.programs = []  # (rank, name, node) of the OS processes
         for rank, ps in enumerate(spec.processes):
@@ -378,9 +394,24 @@ class Launch:
         codes = [NOT_ENDED if e["exit_code"] is None else e["exit_code"]
                  for e in server.ends()
                  if not faults.killed_by(self.faults, e["name"], e["exit_code"])]
+        if self._rule_verdict(python_calls) and spec.strict:
+            codes.append(RULES_BROKEN)
         if spec.fault_seed is not None and self._fault_verdict():
             return max(codes + [1])
         return max(codes, default=0)
+
+    def _rule_verdict(self, python_calls):
+        """Prints (and writes to OUTPUT_DIR/rules.json) the API rules the programs broke."""
+        found = python_calls.rules.findings() if python_calls is not None else []
+        lines = [line for f in found for line in f.lines()]
+        if found:
+            lines.append(f"kvsim launch: {len(found)} API rule finding(s)"
+                         + ("" if self.spec.strict else " (warnings: --strict makes them fail "
+                                                         "the launch)"))
+            sys.stderr.write("\n".join(lines) + "\n")
+        if self.spec.output_dir:
+            rules.write_report(os.path.join(self.spec.output_dir, "rules.json"), found)
+        return found
 
     def _schedule_kills(self, start_ps):
         """The seed's process kills: the server kills the program (SIGKILL) at that time."""

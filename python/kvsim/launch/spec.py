@@ -38,6 +38,8 @@ class LaunchSpec:
     origin: str = "command line"
     fault_plan: Optional[object] = None   # faults.FaultPlan from the file's `faults` key
     fault_seed: Optional[int] = None      # --faults with one seed
+    strict: bool = False                  # a broken API rule fails the launch (kvsim.launch.rules)
+    schedule_seed: int = 0                # which ready thread runs next (0: the oldest)
 
 
 def check_ipv4(text, where):
@@ -200,7 +202,7 @@ def load_file(path, devices_per_node):
         raise LaunchError(f"{path}: the file is empty")
     top = _Node(root, path, "").mapping(
         {"preset", "set", "nodes", "processes", "seed", "timeout", "wall_clock", "output_dir",
-         "faults"})
+         "faults", "strict", "schedule_seed"})
     spec = LaunchSpec(origin=path)
     base = os.path.dirname(os.path.abspath(path))
     if "preset" in top:
@@ -214,6 +216,10 @@ def load_file(path, devices_per_node):
         spec.timeout = top["timeout"].number(0.001)
     if "wall_clock" in top:
         spec.wall_clock = top["wall_clock"].boolean()
+    if "strict" in top:
+        spec.strict = top["strict"].boolean()
+    if "schedule_seed" in top:
+        spec.schedule_seed = top["schedule_seed"].integer(0, 2**63 - 1)
     if "output_dir" in top:
         spec.output_dir = os.path.join(base, top["output_dir"].text())
     if "faults" in top:

@@ -3,7 +3,9 @@ runs (site/sitecustomize.py calls run()).
 
 It gets: torch with torch.npu, torch_npu and torchair (kvsim.hosting.torch_support; the NPU
 tensors' bytes live in the world's HBM), the Ascend host environment of its node (/dev/davinci*,
-hccn_tool, npu-smi: kvsim.hosting.ascend_env), and its process context (node, visible devices).
+hccn_tool, npu-smi: kvsim.hosting.ascend_env), its process context (node, visible devices), and
+happens-before edges for its threading, queue and concurrent.futures objects
+(kvsim.launched.happens_before).
 At exit, its initialized LLMDataDists are finalized, as the library's atexit handler does. If
 the launch stalls, the launcher asks it for every thread's Python stack (faulthandler, at
 cpp/server/launch_server.h's stack_signal()) before it ends it.
@@ -19,7 +21,8 @@ def run():
     if not launched.active():  # a child the launch refused: it runs as a plain script
         return
     from kvsim.hosting import ascend_env, context, torch_support
-    from kvsim.launched import remote
+    from kvsim.launched import happens_before, remote
+    happens_before.install()  # before the program makes its locks, events and queues
     info = remote.process_info()
     context._active = context.ProcessContext(
         name=info["name"], rank=info["rank"], node=info["node"],

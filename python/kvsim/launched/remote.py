@@ -11,7 +11,9 @@ calls it from a thread of its own.
 """
 import ctypes
 import io
+import os
 import pickle
+import sys
 import threading
 import time
 import traceback
@@ -19,7 +21,7 @@ import weakref
 
 from kvsim import _core
 from kvsim.launched.writebacks import configs_in
-from kvsim.launched import channel
+from kvsim.launched import channel, happens_before
 
 #: The classes whose objects live in the launcher.
 REMOTE_CLASSES = ("LLMDataDist", "CacheManager", "KvCacheManager", "KvCache", "CacheTask")
@@ -54,10 +56,14 @@ class _Unpickler(pickle.Unpickler):
 
 def request(label, kind, *args):
     """Runs one request in the launcher: its value (writing back what the call changed in the
-    arguments), or raises what it raised."""
+    arguments), or raises what it raised. A method call carries what the rule checker needs
+    (kvsim.launch.rules): the calling thread, its happens-before clock, its locks, its name
+    and the program's line that made the call."""
     drops = []
     while _drops:
         drops.append(_drops.pop())
+    if kind == "call":
+        args = args + (_call_context(),)
     out = io.BytesIO()
     _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump((drops, kind) + args)
     reply = _Unpickler(io.BytesIO(channel.call(label.encode() + b"\n" + out.getvalue()))).load()
@@ -76,6 +82,27 @@ def request(label, kind, *args):
         for config, layer_range in zip(configs_in((args[2], args[3])), writebacks):
             config.src_layer_range = layer_range
     return value
+
+
+_OURS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # kvsim/
+         os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+             os.path.abspath(__file__)))), "llm_datadist"))
+
+
+def _program_line():
+    """"file:line" of the program's code that called into llm_datadist."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_OURS):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _call_context():
+    thread, clock = happens_before.stamp()
+    return (thread, clock, happens_before.held_locks(), threading.current_thread().name,
+            _program_line())
 
 
 def _sync_id(sync):
