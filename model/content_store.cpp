@@ -154,6 +154,12 @@ void ContentStore::write(std::uint64_t addr, const std::uint8_t* data, std::uint
                                                       " bytes at " + format_address(addr) +
                                                       " from a null pointer");
   }
+  // One repeated byte (a tensor of zeros, a memset done on the host) is kept as a fill: the
+  // bytes read the same and cost one extent rather than len bytes of buffer.
+  if (len >= kSmallestUniformFill && std::memcmp(data, data + 1, len - 1) == 0) {
+    fill(addr, len, data[0]);
+    return;
+  }
   Extent e;
   e.len = len;
   e.kind = Extent::Kind::kLiteral;

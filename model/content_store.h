@@ -18,11 +18,14 @@ class ContentStore {
  public:
   /// What never-written bytes read as (0xDB: "dead byte", easy to spot in a dump).
   static constexpr std::uint8_t kUnwrittenByte = 0xDB;
+  /// Writes of one repeated byte at least this long are stored as fills.
+  static constexpr std::uint64_t kSmallestUniformFill = 256;
 
   /// Byte `i` of the generated stream `seed` (deterministic, platform independent).
   static std::uint8_t pattern_byte(std::uint64_t seed, std::uint64_t i);
 
-  /// Stores a copy of `len` literal bytes at `addr`.
+  /// Stores a copy of `len` literal bytes at `addr` (as a fill if they are one repeated byte
+  /// and at least kSmallestUniformFill long).
   void write(std::uint64_t addr, const std::uint8_t* data, std::uint64_t len);
   /// Fills [addr, addr+len) with generated stream `seed`, starting at stream offset 0.
   void fill_pattern(std::uint64_t addr, std::uint64_t len, std::uint64_t seed);

@@ -284,5 +284,23 @@ TEST(ContentStoreTest, SequentialCopiesCoalesce) {
   EXPECT_EQ(fills.extent_count(), 1u);
 }
 
+TEST(ContentStoreTest, AWriteOfOneRepeatedByteIsKeptAsAFill) {
+  ContentStore s;
+  const Bytes zeros(1 << 20, 0);
+  s.write(4096, zeros.data(), zeros.size());
+  EXPECT_EQ(s.literal_bytes(), 0u);  // a zero tensor written from the host costs no buffer
+  EXPECT_EQ(s.extent_count(), 1u);
+  EXPECT_EQ(s.read(4096, zeros.size()), zeros);
+  Bytes almost(1 << 12, 7);
+  almost.back() = 8;  // one byte differs: literal
+  s.write(0, almost.data(), almost.size());
+  EXPECT_EQ(s.literal_bytes(), almost.size());
+  EXPECT_EQ(s.read(0, almost.size()), almost);
+  const Bytes short_run(ContentStore::kSmallestUniformFill - 1, 0);
+  ContentStore t;
+  t.write(0, short_run.data(), short_run.size());
+  EXPECT_EQ(t.literal_bytes(), short_run.size());
+}
+
 }  // namespace
 }  // namespace kvsim::model
