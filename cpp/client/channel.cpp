@@ -84,6 +84,7 @@ Connection::~Connection() {
 }
 
 thread_local Connection t_connection;
+thread_local bool t_in_call = false;  // this thread is inside Channel::call
 thread_local std::uint64_t t_calls = 0;
 thread_local std::string t_recent_error;
 
@@ -161,6 +162,18 @@ void Channel::forget_after_fork() {
   g_forked_child = true;
 }
 
+void Channel::become_child(const std::string& token) {
+  // The parent's socket stays the parent's (forget_after_fork closed this process's copy); this
+  // thread says hello as the child's first thread at its next call.
+  t_connection.fd = -1;
+  t_connection.opened = false;
+  t_connection.broken = false;
+  t_connection.slot = -1;
+  token_ = token;
+  launched_ = true;
+  g_forked_child = false;
+}
+
 const char* Channel::recent_error() {
   return t_recent_error.empty() ? nullptr : t_recent_error.c_str();
 }
@@ -218,6 +231,14 @@ bool connect_thread(Connection& c, const std::string& path, const std::string& t
 }  // namespace
 
 std::optional<std::string> Channel::call(wire::Op op, const std::string& payload) {
+  // A signal handler that runs while this thread waits for an answer (bash reaps its children
+  // with waitpid in its SIGCHLD handler) must not write into that exchange: its call fails, and
+  // the shim's wrappers then do what the C library does.
+  if (t_in_call) return std::nullopt;
+  t_in_call = true;
+  struct Leave {
+    ~Leave() { t_in_call = false; }
+  } leave;
   ++t_calls;
   if (g_forked_child) {
     warn("a process forked by a launched program has no simulated world");

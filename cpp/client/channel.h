@@ -52,6 +52,10 @@ class Channel {
   /// knows it runs.
   void adopt_thread(std::int64_t slot);
 
+  /// In a fork's child that the world made a place for (Op::kFork): from now on this process is
+  /// the program of `token`; the calling thread (its only one) connects at its next call.
+  void become_child(const std::string& token);
+
   /// The calling thread's last failure reason (aclGetRecentErrMsg), nullptr if none.
   static const char* recent_error();
   /// Records the calling thread's last failure reason.

@@ -18,13 +18,17 @@ using wire::VectorClock;
 
 // A thread's id in every clock of the launch: KVSIM_PID (4000 + rank, distinct per process) in
 // the high half, the thread's number within the process in the low half.
+std::atomic<std::uint32_t> g_process{0xffffffffU};
+std::atomic<std::uint32_t> g_next_thread{0};
+
 std::uint32_t new_thread_id() {
-  static const std::uint32_t process = [] {
+  std::uint32_t process = g_process.load();
+  if (process == 0xffffffffU) {
     const char* pid = std::getenv("KVSIM_PID");
-    return pid != nullptr ? static_cast<std::uint32_t>(std::strtoul(pid, nullptr, 10)) : 0U;
-  }();
-  static std::atomic<std::uint32_t> next{0};
-  return (process << 16) | (next.fetch_add(1) & 0xffffU);
+    process = pid != nullptr ? static_cast<std::uint32_t>(std::strtoul(pid, nullptr, 10)) : 0U;
+    g_process.store(process);
+  }
+  return (process << 16) | (g_next_thread.fetch_add(1) & 0xffffU);
 }
 
 struct ThreadClock {
@@ -69,6 +73,14 @@ Keys& keys() {
 
 std::uint32_t thread_id() {
   return mine().id;
+}
+
+void become_child(std::uint32_t launch_pid) {
+  g_process.store(launch_pid);
+  g_next_thread.store(0);
+  ThreadClock& c = mine();  // what the parent did before the fork stays before the child
+  c.id = new_thread_id();
+  c.clock.set(c.id, 1);
 }
 
 std::string release_stamp() {

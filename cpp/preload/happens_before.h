@@ -17,6 +17,8 @@ namespace kvsim::cpp::preload::hb {
 
 /// The calling thread's id in every clock.
 std::uint32_t thread_id();
+/// In a fork's child (its only thread): threads get ids of the child's launch pid from now on.
+void become_child(std::uint32_t launch_pid);
 /// The calling thread's stamp for a release (a send, a thread start): its clock, after which
 /// its own count moves on, so that later events of the thread are not ordered before the
 /// receiver.

@@ -30,5 +30,8 @@ bool wall_clock();
 std::uint64_t now_ps();
 /// Lets `ps` of simulated time pass for the calling thread; false if the world cannot answer.
 bool sleep_ps(std::uint64_t ps);
+/// Makes the calling thread's time-stamp counter real (true), before an exec, or trapped again
+/// (false), after a failed one (cpp/preload/tsc_calls.cpp).
+void tsc_real_for_exec(bool real);
 
 }  // namespace kvsim::cpp::preload

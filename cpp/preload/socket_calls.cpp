@@ -7,10 +7,12 @@
 // gloo open their sockets from getaddrinfo(AF_UNSPEC), which lists AF_INET6 first. Other
 // sockets and descriptors go to the C library, inside the launch's network namespace. Pipes
 // stay real (a child the program starts may hold an end), but a thread that waits on one waits
-// in simulated time: writing or closing a pipe's write end rings the program's doorbell (a
-// simulated eventfd) that every wait including a real descriptor also waits on, and a blocking
+// in simulated time: writing or closing a pipe's write end rings every program's doorbell (a
+// simulated eventfd) that every wait including a real descriptor also waits on (the world rings
+// them too when a process ends or replaces its image by exec, closing its ends), and a blocking
 // read of an empty pipe waits the same way. Not simulated: native IPv6 addresses, UDP; a poll or
 // select that mixes simulated descriptors with others looks at the others once, without waiting.
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -210,6 +213,64 @@ void write_ipv4(int fd, sockaddr* addr, socklen_t* len, std::uint32_t ip, std::u
   *len = sizeof(in);
 }
 
+// The pipes a new image inherited (from a parent of the launch: a subprocess's stdout, a
+// multiprocessing child's command pipe) wait in the world like the program's own, except the
+// launcher's output pipes (KVSIM_LAUNCH_PIPES), which no program reads.
+void adopt_inherited_pipes() {
+  std::vector<unsigned long> launcher;
+  if (const char* v = std::getenv("KVSIM_LAUNCH_PIPES")) {
+    for (const char* q = v; *q != '\0';) {
+      char* end = nullptr;
+      launcher.push_back(std::strtoul(q, &end, 10));
+      if (end == q) break;
+      q = *end == ',' ? end + 1 : end;
+    }
+  }
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int self = dirfd(dir);
+  while (const dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd == self || fd < 0 || fd >= kMaxFd || e->d_name[0] == '.') continue;
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
+    if (std::find(launcher.begin(), launcher.end(), static_cast<unsigned long>(st.st_ino)) !=
+        launcher.end()) {
+      continue;
+    }
+    const int mode = KVSIM_REAL(fcntl)(fd, F_GETFL) & O_ACCMODE;
+    if (mode == O_RDONLY) g_fds[fd].store(kPipeRead);
+    if (mode == O_WRONLY) g_fds[fd].store(kPipeWrite);
+  }
+  closedir(dir);
+}
+
+// A new image after exec: the simulated descriptors it inherited (their placeholders survived
+// exec) become simulated here too; those that closed on exec close in the world.
+__attribute__((constructor)) void adopt_inherited_sockets() {
+  // Only a child's image inherits from a program of the launch (KVSIM_FORKED,
+  // cpp/preload/child_calls.cpp); a launched program makes no call before its own.
+  if (std::getenv("KVSIM_FORKED") == nullptr || !kvsim::cpp::preload::simulated()) return;
+  adopt_inherited_pipes();
+  const Reply r = call(SockOp::kList, wire::Writer().i32(-1).take());
+  if (r.result < 0) return;
+  try {
+    wire::Reader in(r.rest);
+    const std::uint64_t n = in.u64();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const int fd = in.i32();
+      if (fd < 0 || fd >= kMaxFd) continue;
+      const int flags = KVSIM_REAL(fcntl)(fd, F_GETFL);
+      if (flags == -1) {  // closed on exec
+        (void)call(SockOp::kClose, wire::Writer().i32(fd).take());
+        continue;
+      }
+      mark(fd, (flags & O_NONBLOCK) != 0);
+    }
+  } catch (const wire::WireError&) {
+  }
+}
+
 int placeholder(bool cloexec) {
   const int fd = KVSIM_REAL(socket)(AF_UNIX, SOCK_STREAM | (cloexec ? SOCK_CLOEXEC : 0), 0);
   if (fd >= kMaxFd) {
@@ -298,8 +359,7 @@ ssize_t scatter(int fd, const iovec* iov, int count, int flags) {
   return n;
 }
 
-std::atomic<int> g_bell{-1};         // the program's doorbell for real descriptors, made once
-std::atomic<int> g_bell_waiters{0};  // threads in a wait that includes it
+std::atomic<int> g_bell{-1};  // the program's doorbell for real descriptors, made once
 
 int doorbell() {
   int bell = g_bell.load();
@@ -310,6 +370,7 @@ int doorbell() {
     close(fresh);  // another thread made it meanwhile
     return bell;
   }
+  (void)call(SockOp::kDoorbell, wire::Writer().i32(fresh).take());  // rung by any process
   return fresh;
 }
 
@@ -330,9 +391,7 @@ int poll_once(pollfd* fds, std::vector<pollfd>& others, const std::vector<nfds_t
   for (nfds_t i : sim_index) args.i32(fds[i].fd).u16(static_cast<std::uint16_t>(fds[i].events));
   if (bell >= 0) args.i32(bell).u16(POLLIN);
   args.i64(ready > 0 ? 0 : timeout_ps);
-  if (bell >= 0) ++g_bell_waiters;
   const Reply r = call(SockOp::kPoll, args.take());
-  if (bell >= 0) --g_bell_waiters;
   if (r.result < 0) return static_cast<int>(finish(r));
   int sim_ready = static_cast<int>(r.result);
   try {
@@ -388,10 +447,15 @@ int poll_mixed(pollfd* fds, nfds_t n, std::int64_t timeout_ps) {
   }
 }
 
-/// Wakes the program's threads that wait on real descriptors (a pipe end was written or closed).
+/// Wakes the threads of the launch that wait on real descriptors (a pipe end was written or
+/// closed: its other end may be in another process of the launch).
 void ring_doorbell() {
-  const int bell = g_bell.load();
-  if (bell >= 0 && g_bell_waiters.load() > 0) (void)eventfd_write(bell, 1);
+  (void)Channel::get().call(wire::Op::kRingPipes, {});
+}
+
+/// In a fork's child: the parent's doorbell stays the parent's; the child makes its own.
+void forget_doorbell() {
+  g_bell.store(-1);
 }
 
 }  // namespace kvsim::cpp::preload
@@ -418,9 +482,14 @@ std::int64_t to_ps(const timespec* ts) {
          static_cast<std::int64_t>(ts->tv_nsec) * 1000;
 }
 
+// A wait on it is simulated: a simulated descriptor, or a real pipe (woken by the doorbell).
+bool waits_in_world(int fd) {
+  return emulated(fd) || flagged(fd, kPipeRead) || flagged(fd, kPipeWrite);
+}
+
 bool any_emulated(const pollfd* fds, nfds_t n) {
   for (nfds_t i = 0; i < n; ++i) {
-    if (emulated(fds[i].fd)) return true;
+    if (waits_in_world(fds[i].fd)) return true;
   }
   return false;
 }
@@ -436,7 +505,7 @@ int select_as_poll(int nfds, fd_set* r, fd_set* w, fd_set* e, std::int64_t timeo
     if (e != nullptr && FD_ISSET(fd, e)) events |= POLLPRI;
     if (events == 0) continue;
     fds.push_back({fd, events, 0});
-    sim = sim || emulated(fd);
+    sim = sim || waits_in_world(fd);
   }
   if (!sim) return -2;
   const int n = poll_mixed(fds.data(), fds.size(), timeout_ps);

@@ -17,8 +17,10 @@ int poll_mixed(pollfd* fds, nfds_t n, std::int64_t timeout_ps);
 void touched(int fd);
 /// True if `fd` was read or written since the last call for it.
 bool take_touched(int fd);
-/// Wakes the program's threads that wait on real descriptors (cpp/preload/socket_calls.cpp).
+/// Wakes the launch's threads that wait on real descriptors (cpp/preload/socket_calls.cpp).
 void ring_doorbell();
+/// In a fork's child: the program's doorbell is made anew (the parent keeps its own).
+void forget_doorbell();
 /// `fd` is closed: epoll sets forget it (cpp/preload/epoll_calls.cpp).
 void forget_in_epolls(int fd);
 

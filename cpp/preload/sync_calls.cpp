@@ -5,7 +5,9 @@
 // that release wake the world's waiters. So a blocked thread never blocks the world: the world
 // knows what it waits on, runs another thread meanwhile, and times its timeouts in simulated
 // time. Condition variables and barriers live in the world alone (the C library's own object is
-// only initialised and destroyed). Not simulated: process-shared objects between processes.
+// only initialised and destroyed). Semaphores shared between processes (sem_open, sem_init with
+// pshared: multiprocessing's locks and queues) wait and wake launch-wide (waits.h object_key);
+// other process-shared objects wait only for the threads of their own process.
 // Outside a launch (and when the world cannot answer) every call goes to the C library.
 #include <pthread.h>
 #include <sched.h>
@@ -16,6 +18,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -39,7 +42,7 @@ constexpr std::uint32_t kAll = std::numeric_limits<std::uint32_t>::max();
 // One blocking attempt loop: `attempt` returns 0 on success, EBUSY/EAGAIN to wait, or an error.
 // `fallback` is the C library's blocking call, for when the world cannot answer.
 template <typename Attempt, typename Fallback>
-int acquire(const void* key, WaitKind kind, const Deadline* deadline, Attempt attempt,
+int acquire(std::uint64_t key, WaitKind kind, const Deadline* deadline, Attempt attempt,
             Fallback fallback) {
   for (;;) {
     const int rc = attempt();
@@ -68,7 +71,7 @@ constexpr int kKindMask = 3;
 
 int lock_mutex(pthread_mutex_t* m, const Deadline* deadline) {
   return acquire(
-      m, WaitKind::kMutex, deadline,
+      kvsim::cpp::preload::object_key(m, false), WaitKind::kMutex, deadline,
       [m] {
         const int rc = KVSIM_REAL(pthread_mutex_trylock)(m);
         if (rc == EBUSY && (m->__data.__kind & kKindMask) == PTHREAD_MUTEX_ERRORCHECK &&
@@ -113,7 +116,7 @@ int cond_wait(pthread_cond_t* c, pthread_mutex_t* m, const Deadline* deadline) {
 
 int rw_acquire(pthread_rwlock_t* rw, bool write, const Deadline* deadline) {
   return acquire(
-      rw, WaitKind::kRwLock, deadline,
+      kvsim::cpp::preload::object_key(rw, false), WaitKind::kRwLock, deadline,
       [rw, write] {
         if (rw->__data.__cur_writer == gettid()) return EDEADLK;
         return write ? KVSIM_REAL(pthread_rwlock_trywrlock)(rw)
@@ -136,9 +139,19 @@ int sem_result(int rc) {
   return -1;
 }
 
+// glibc's sem_t: a counter, then its futex flag: FUTEX_PRIVATE (0) for a semaphore of one process,
+// FUTEX_SHARED (LLL_SHARED, 128) for one shared between processes (sem_open, sem_init with
+// pshared).
+bool process_shared(const sem_t* s) {
+  int futex_flag = 0;
+  std::memcpy(&futex_flag, reinterpret_cast<const char*>(s) + sizeof(std::uint64_t),
+              sizeof(futex_flag));
+  return futex_flag != 0;
+}
+
 int sem_acquire(sem_t* s, const Deadline* deadline) {
   return sem_result(acquire(
-      s, WaitKind::kSemaphore, deadline,
+      kvsim::cpp::preload::object_key(s, process_shared(s)), WaitKind::kSemaphore, deadline,
       [s] { return KVSIM_REAL(sem_trywait)(s) == 0 ? 0 : errno; },
       [s, deadline] {
         const int rc = deadline == nullptr
@@ -292,7 +305,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
 int pthread_spin_lock(pthread_spinlock_t* s) {
   if (!simulated()) return KVSIM_REAL(pthread_spin_lock)(s);
   return acquire(
-      const_cast<int*>(s), WaitKind::kMutex, nullptr,
+      kvsim::cpp::preload::object_key(const_cast<int*>(s), false), WaitKind::kMutex, nullptr,
       [s] { return KVSIM_REAL(pthread_spin_trylock)(s); },
       [s] { return KVSIM_REAL(pthread_spin_lock)(s); });
 }
@@ -348,7 +361,7 @@ int sem_clockwait(sem_t* s, clockid_t clock, const struct timespec* at) {
 
 int sem_post(sem_t* s) {
   const int rc = KVSIM_REAL(sem_post)(s);
-  if (rc == 0 && simulated()) wake(s, 1);
+  if (rc == 0 && simulated()) wake(kvsim::cpp::preload::object_key(s, process_shared(s)), 1);
   return rc;
 }
 

@@ -99,6 +99,7 @@ struct ControlNet::Socket : std::enable_shared_from_this<ControlNet::Socket> {
   std::uint64_t counter = 0;  ///< an eventfd's value
   bool semaphore = false;     ///< EFD_SEMAPHORE: a read takes 1
   wire::VectorClock written;  ///< an eventfd's writers' clocks, joined
+  bool doorbell = false;      ///< a program's doorbell for real pipes (SockOp::kDoorbell)
   std::vector<impl::Signal*> waiters;
 
   /// A connecting socket whose outcome is due becomes connected (or fresh, with its error).
@@ -598,6 +599,22 @@ std::string ControlNet::handle(int process, const std::string& payload) {
       const int new_fd = in.i32();
       in.end();
       r = dup(process, fd, new_fd);
+    } else if (op == SockOp::kList) {
+      in.end();
+      std::vector<int> mine;
+      for (const auto& [key, sock] : sockets_) {
+        if (key.first == process) mine.push_back(key.second);
+      }
+      out.u64(mine.size());
+      for (int f : mine) out.i32(f);
+    } else if (op == SockOp::kDoorbell) {
+      in.end();
+      const auto s = find(process, fd);
+      if (s && s->state == Socket::State::kEventFd) {
+        s->doorbell = true;
+      } else {
+        r = Result::fail(EBADF);
+      }
     } else {
       const auto s = find(process, fd);
       switch (op) {
@@ -697,6 +714,25 @@ std::string ControlNet::handle(int process, const std::string& payload) {
   Writer reply;
   reply.i64(r.value).i32(r.error);
   return reply.take() + out.take();
+}
+
+void ControlNet::ring_doorbells() {
+  for (const auto& [key, s] : sockets_) {
+    if (!s->doorbell) continue;
+    ++s->counter;
+    notify(*s);
+  }
+}
+
+void ControlNet::fork_process(int parent, int child) {
+  std::vector<std::pair<int, std::shared_ptr<Socket>>> inherited;
+  for (const auto& [key, s] : sockets_) {
+    if (key.first == parent) inherited.emplace_back(key.second, s);
+  }
+  for (auto& [fd, s] : inherited) {  // the child's descriptors name the parent's sockets
+    ++s->names;
+    sockets_[{child, fd}] = s;
+  }
 }
 
 void ControlNet::end_process(int process) {

@@ -40,6 +40,11 @@ class ControlNet {
   /// Runs one SockOp request (the payload of wire::Op::kSocket) of `process`; its reply
   /// payload [i64 result][i32 errno][results]. wire::WireError if it does not decode.
   std::string handle(int process, const std::string& payload);
+  /// Adds 1 to every program's doorbell (a real pipe was written or closed: its reader may be
+  /// in any process of the launch).
+  void ring_doorbells();
+  /// `child` (a fork of `parent`) holds the parent's descriptors: each names the same socket.
+  void fork_process(int parent, int child);
   /// Closes every socket of `process` (it ended).
   void end_process(int process);
   /// What a thread of `process` blocked in `payload` waits for ("accept on 10.0.0.1:26002").

@@ -7,6 +7,7 @@
 #include <sys/personality.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -51,6 +52,14 @@ std::string seconds(std::uint64_t ps) {
   out << std::fixed << static_cast<double>(ps) * 1e-12 << " s";
   return out.str();
 }
+
+// A wait key with this bit names memory shared between processes (cpp/preload/waits.h
+// kSharedKey): its waiters are the launch's, not one program's.
+constexpr std::uint64_t kSharedWaitKey = std::uint64_t{1} << 63;
+
+// The launch's pids: 4000 + rank for the launched programs (kvsim.launch.run's PID_BASE), then
+// 4000 + n for the n-th program of the launch, children included.
+constexpr std::int64_t kFirstLaunchPid = 4000;
 
 std::string random_token() {
   unsigned char bytes[16];
@@ -260,6 +269,13 @@ struct LaunchServer::Program {
   std::optional<int> exit_code;
   std::uint64_t ended_ps = 0;
   std::string waiting;
+  // A program that a launched program forked (cpp/preload/child_calls.cpp): its parent, which
+  // reaps it; its exit status is what the parent's wait saw (0 until then).
+  Program* parent = nullptr;
+  int children = 0;                           ///< forks so far, for its children's names
+  std::unique_ptr<impl::Signal> child_ended;  ///< set when one of its children ends
+  bool waited = false;                        ///< its parent's wait has returned it
+  std::int64_t launch_pid = 0;                ///< a child's getpid (a launched one's: KVSIM_PID)
 };
 
 LaunchServer::LaunchServer(sim::SystemcPlatform& platform, impl::Directory& directory,
@@ -288,6 +304,29 @@ void LaunchServer::add(ProgramSpec spec) {
   net_.add_process(spec.process, p->node);
   p->spec = std::move(spec);
   programs_.push_back(std::move(p));
+}
+
+LaunchServer::Program& LaunchServer::add_child(Program& parent) {
+  const sim::HostProcess& host = platform_.process(parent.spec.process);
+  auto c = std::make_unique<Program>();
+  c->spec = parent.spec;
+  c->spec.name = parent.spec.name + "_" + std::to_string(++parent.children);  // SystemC-safe
+  c->spec.process = platform_.add_process({c->spec.name, host.node, host.visible_devices});
+  c->node = parent.node;
+  c->token = random_token();
+  c->session = std::make_unique<Session>(platform_, directory_);
+  c->parent = &parent;
+  c->launch_pid = kFirstLaunchPid + static_cast<std::int64_t>(programs_.size());
+  net_.add_process(c->spec.process, c->node);
+  net_.fork_process(parent.spec.process, c->spec.process);
+  programs_.push_back(std::move(c));
+  return *programs_.back();
+}
+
+void LaunchServer::know_child_pid(Program& c, std::uint64_t pid) {
+  c.pid = static_cast<pid_t>(pid);
+  c.pidfd = static_cast<int>(syscall(SYS_pidfd_open, c.pid, 0));
+  if (c.pidfd < 0) program_ended(c, std::nullopt);  // it is gone already
 }
 
 void LaunchServer::kill_at(const std::string& name, std::uint64_t at) {
@@ -350,6 +389,14 @@ void LaunchServer::start(Program& p) {
   std::vector<std::string> env = p.spec.env;
   env.push_back("KVSIM_WORLD_SOCKET=" + socket_path_);
   env.push_back("KVSIM_PROCESS_TOKEN=" + p.token);
+  // Its output pipes lead to the launcher, not to a program: writes to them need not wake
+  // anyone (cpp/preload/socket_calls.cpp adopts the other pipes a new image inherits).
+  struct stat out_stat {};
+  struct stat err_stat {};
+  if (::fstat(out[1], &out_stat) == 0 && ::fstat(err[1], &err_stat) == 0) {
+    env.push_back("KVSIM_LAUNCH_PIPES=" + std::to_string(out_stat.st_ino) + "," +
+                  std::to_string(err_stat.st_ino));
+  }
   std::vector<char*> envp;
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -550,6 +597,26 @@ void LaunchServer::give_turn(Program& p) {
   }
 }
 
+std::map<std::uint64_t, std::deque<LaunchServer::Thread*>>& LaunchServer::waiters_of(
+    Program& p, std::uint64_t key) {
+  return (key & kSharedWaitKey) != 0 ? shared_waiters_ : p.waiters;
+}
+
+std::uint32_t LaunchServer::wake_waiters(Program& p, std::uint64_t key, std::uint32_t n) {
+  std::uint32_t woken = 0;
+  auto& waiters = waiters_of(p, key);
+  if (auto it = waiters.find(key); it != waiters.end()) {
+    auto& queue = it->second;
+    while (woken < n && !queue.empty()) {
+      wake_one(*queue.front());
+      queue.pop_front();
+      ++woken;
+    }
+    if (queue.empty()) waiters.erase(it);
+  }
+  return woken;
+}
+
 bool LaunchServer::preempt() {
   return options_.schedule_seed != 0 && (schedule_() & 1U) != 0;
 }
@@ -601,10 +668,11 @@ void LaunchServer::end_thread(Thread& t) {
   if (t.wake) t.wake->set();
   Program& p = *t.program;
   // A thread that ended no longer takes a wake meant for a live one.
-  if (auto it = p.waiters.find(t.wait_key); it != p.waiters.end()) {
+  auto& waiters = waiters_of(p, t.wait_key);
+  if (auto it = waiters.find(t.wait_key); it != waiters.end()) {
     auto& queue = it->second;
     queue.erase(std::remove(queue.begin(), queue.end(), &t), queue.end());
-    if (queue.empty()) p.waiters.erase(it);
+    if (queue.empty()) waiters.erase(it);
   }
   for (Thread* joiner : t.joiners) wake_one(*joiner);
   t.joiners.clear();
@@ -650,7 +718,7 @@ void LaunchServer::poll_once(int timeout_ms) {
     if (!p->exited && p->pidfd >= 0) {
       fds.push_back({p->pidfd, POLLIN, 0});
       refs.push_back({Kind::kExit, p.get(), nullptr, 0});
-    } else if (!p->exited) {
+    } else if (!p->exited && p->parent == nullptr) {
       reap_by_polling = true;
     }
   }
@@ -710,7 +778,9 @@ void LaunchServer::poll_once(int timeout_ms) {
         break;
       case Kind::kExit: {
         int status = 0;
-        if (waitpid(r.program->pid, &status, WNOHANG) == r.program->pid) {
+        if (r.program->parent != nullptr) {  // its parent reaps it; the world sees it gone
+          program_ended(*r.program, std::nullopt);
+        } else if (waitpid(r.program->pid, &status, WNOHANG) == r.program->pid) {
           program_ended(*r.program, status);
         }
         break;
@@ -724,7 +794,8 @@ void LaunchServer::poll_once(int timeout_ms) {
   if (reap_by_polling) {
     for (auto& p : programs_) {
       int status = 0;
-      if (!p->exited && p->pidfd < 0 && waitpid(p->pid, &status, WNOHANG) == p->pid) {
+      if (!p->exited && p->pidfd < 0 && p->parent == nullptr && p->pid > 0 &&
+          waitpid(p->pid, &status, WNOHANG) == p->pid) {
         program_ended(*p, status);
       }
     }
@@ -764,6 +835,7 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
     if (candidate->token == token) p = candidate.get();
   }
   if (p == nullptr) return refuse("an unknown process token");
+  if (p->parent != nullptr && p->pid < 0 && !p->exited) know_child_pid(*p, pid);
   if (p->exited || static_cast<std::uint64_t>(p->pid) != pid) {
     // A child the program forked or started inherits the token, not a place in the launch.
     return refuse("process " + std::to_string(pid) + " is not the launched program '" +
@@ -771,6 +843,8 @@ void LaunchServer::hello(int fd, const std::string& payload, std::string rest) {
   }
   Thread* t = nullptr;
   if (slot < 0) {
+    // A new image after exec: the descriptors it closed on exec may be pipes others wait on.
+    if (!p->threads.empty()) net_.ring_doorbells();
     p->threads.push_back(std::make_unique<Thread>());
     t = p->threads.back().get();
     t->program = p;
@@ -870,7 +944,11 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
     return;
   }
   if (t.state != Thread::State::kRunning) {
-    drop(p, t, "a request while its last one is unanswered");
+    drop(p, t,
+         "a request while its last one is unanswered (op " +
+             std::to_string(static_cast<int>(r.op)) + ", state " +
+             std::to_string(static_cast<int>(t.state)) + ", last op " +
+             std::to_string(static_cast<int>(t.request.op)) + ")");
     return;
   }
   try {
@@ -910,21 +988,62 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
         flush(t);
         return;
       }
+      case Op::kFork: {
+        wire::Reader(r.payload).end();
+        Program& child = add_child(p);
+        t.out += wire::reply_frame(platform_.now(),
+                                   wire::Writer().str(child.token).i64(child.launch_pid).take());
+        flush(t);
+        return;
+      }
+      case Op::kForked: {
+        wire::Reader in(r.payload);
+        const std::string token = in.str();
+        const std::int64_t pid = in.i64();
+        in.end();
+        for (auto& c : programs_) {
+          if (c->parent != &p || c->token != token || c->exited) continue;
+          if (pid < 0) {
+            program_ended(*c, std::nullopt);  // the fork failed: no such child
+            c->waited = true;
+          } else if (c->pid < 0) {
+            know_child_pid(*c, static_cast<std::uint64_t>(pid));
+          }
+        }
+        t.out += wire::reply_frame(platform_.now(), {});
+        flush(t);
+        return;
+      }
+      case Op::kReaped: {
+        wire::Reader in(r.payload);
+        const std::int64_t pid = in.i64();
+        const int status = in.i32();
+        in.end();
+        for (auto& c : programs_) {
+          if (c->parent == &p && c->pid == pid) {
+            c->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          }
+        }
+        t.out += wire::reply_frame(platform_.now(), {});
+        flush(t);
+        return;
+      }
+      case Op::kRingPipes:
+        wire::Reader(r.payload).end();
+        net_.ring_doorbells();
+        t.out += wire::reply_frame(platform_.now(), {});
+        flush(t);
+        return;
       case Op::kWake: {
         wire::Reader in(r.payload);
         const std::uint64_t key = in.u64();
         const std::uint32_t n = in.u32();
         in.end();
-        std::uint32_t woken = 0;
-        if (auto it = p.waiters.find(key); it != p.waiters.end()) {
-          auto& queue = it->second;
-          while (woken < n && !queue.empty()) {
-            wake_one(*queue.front());
-            queue.pop_front();
-            ++woken;
-          }
-          if (queue.empty()) p.waiters.erase(it);
-        }
+        // Memory shared with other processes: they run beside this one, so a waiter's wait may
+        // still be on its way; the wake is served when every program waits (serve), by which
+        // time each waiter has registered.
+        if ((key & kSharedWaitKey) != 0) break;
+        const std::uint32_t woken = wake_waiters(p, key, n);
         if (preempt()) {
           t.prepared = wire::Writer().u32(woken).take();
           break;
@@ -942,7 +1061,7 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
         // Registered now, before another thread of the program runs: a wake cannot be missed.
         t.woken = false;
         t.woke = platform_.make_signal();
-        p.waiters[t.wait_key].push_back(&t);
+        waiters_of(p, t.wait_key)[t.wait_key].push_back(&t);
         break;
       }
       case Op::kJoin: {
@@ -986,11 +1105,12 @@ std::string LaunchServer::serve(Program& p, Thread& t) {
         (void)t.woke->wait_for(timeout < 0 ? impl::kForever : static_cast<impl::Time>(timeout));
       }
       if (!t.woken) {  // timed out: it leaves the queue
-        auto it = p.waiters.find(t.wait_key);
-        if (it != p.waiters.end()) {
+        auto& waiters = waiters_of(p, t.wait_key);
+        auto it = waiters.find(t.wait_key);
+        if (it != waiters.end()) {
           auto& queue = it->second;
           queue.erase(std::remove(queue.begin(), queue.end(), &t), queue.end());
-          if (queue.empty()) p.waiters.erase(it);
+          if (queue.empty()) waiters.erase(it);
         }
       }
       return wire::Writer().boolean(t.woken).take();
@@ -998,8 +1118,36 @@ std::string LaunchServer::serve(Program& p, Thread& t) {
     case Op::kJoin:
       while (!t.woken && !t.quit) (void)t.woke->wait_for(impl::kForever);
       return {};
-    case Op::kWake:  // done when it came (preempt): its thread competes for the next turn
-      return std::move(t.prepared);
+    case Op::kWake: {
+      wire::Reader in(payload);
+      const std::uint64_t key = in.u64();
+      const std::uint32_t n = in.u32();
+      if ((key & kSharedWaitKey) != 0) return wire::Writer().u32(wake_waiters(p, key, n)).take();
+      return std::move(t.prepared);  // done when it came (preempt): it competes for the turn
+    }
+    case Op::kWaitChild: {
+      wire::Reader in(payload);
+      const std::int64_t pid = in.i64();
+      const bool nohang = in.boolean();
+      in.end();
+      if (!p.child_ended) p.child_ended = platform_.make_signal();
+      for (;;) {
+        bool known = false;
+        for (auto& c : programs_) {
+          if (c->parent != &p || c->waited || (pid > 0 && c->pid != pid)) continue;
+          known = true;
+          if (c->exited) {
+            c->waited = true;
+            return wire::Writer().i64(c->pid).take();
+          }
+        }
+        if (!known) return wire::Writer().i64(-1).take();
+        if (nohang) return wire::Writer().i64(0).take();
+        p.child_ended = platform_.make_signal();
+        (void)p.child_ended->wait_for(impl::kForever);
+        if (t.quit) return {};
+      }
+    }
     case Op::kPython:
       if (!options_.python_call) throw std::runtime_error("this launch serves no Python calls");
       return options_.python_call(p.spec.process, payload);
@@ -1034,7 +1182,8 @@ std::string LaunchServer::describe(const Program& p, Op op, const std::string& p
   return op_name(op);
 }
 
-void LaunchServer::program_ended(Program& p, int status) {
+void LaunchServer::program_ended(Program& p, std::optional<int> wait_status) {
+  const int status = wait_status.value_or(0);
   p.exited = true;
   p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   p.ended_ps = platform_.now();
@@ -1055,10 +1204,13 @@ void LaunchServer::program_ended(Program& p, int status) {
   }
   const std::string why =
       "the process of program '" + p.spec.name + "' " +
-      (WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
-                         : "was killed by signal " + std::to_string(WTERMSIG(status))) +
+      (!wait_status        ? std::string("ended")
+       : WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                           : "was killed by signal " + std::to_string(WTERMSIG(status))) +
       " at t=" + seconds(p.ended_ps);
   net_.end_process(p.spec.process);
+  net_.ring_doorbells();  // its pipe ends closed with it
+  if (p.parent != nullptr && p.parent->child_ended) p.parent->child_ended->set();
   Session* session = p.session.get();
   const int process = p.spec.process;
   platform_.spawn_as(process, p.spec.name + "_end", [this, session, process, why] {

@@ -32,7 +32,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -123,6 +125,10 @@ class LaunchServer {
   /// With a seeded schedule, whether a thread that woke another gives up its turn there (a
   /// coin of schedule_): the other threads may then run first, as on a machine.
   bool preempt();
+  /// Wakes up to `n` waiters of `key` (of `p`, or of the launch for a shared key), oldest first.
+  std::uint32_t wake_waiters(Program& p, std::uint64_t key, std::uint32_t n);
+  /// The waiters of `key`: the program's, or the launch's for memory shared between processes.
+  std::map<std::uint64_t, std::deque<Thread*>>& waiters_of(Program& p, std::uint64_t key);
   /// `t` waits or ended: the next ready thread of its program runs.
   void stop_running(Thread& t);
   /// Ends `t`'s kWait or kJoin.
@@ -132,7 +138,12 @@ class LaunchServer {
   void hang_up(Thread& t);
   /// Ends a thread's calls: its serving job quits.
   void end_thread(Thread& t);
-  void program_ended(Program& p, int status);
+  /// `p` ended with that wait status (nullopt: a forked child, whose parent reaps it).
+  void program_ended(Program& p, std::optional<int> wait_status);
+  /// A place in the world for a child `parent` is about to fork: a program on its node.
+  Program& add_child(Program& parent);
+  /// The real pid of a forked child, from its parent or its own hello.
+  void know_child_pid(Program& c, std::uint64_t pid);
   void kill_due_programs();
   void emit_output();
   void dispatch();
@@ -150,6 +161,8 @@ class LaunchServer {
   sim::SystemcPlatform& platform_;
   impl::Directory& directory_;
   Options options_;
+  /// kWait's threads on keys of memory shared between processes, FIFO.
+  std::map<std::uint64_t, std::deque<Thread*>> shared_waiters_;
   std::mt19937_64 schedule_;  ///< draws the next ready thread when options_.schedule_seed != 0
   ControlNet net_;
   std::string dir_;

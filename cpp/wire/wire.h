@@ -48,6 +48,14 @@ enum class Op : std::uint32_t {
   // that names the call for reports, then bytes the launcher's Python serves
   // (python/kvsim/launch/python_calls.py) -> bytes.
   kPython,
+  // Child processes (cpp/preload/child_calls.cpp): a fork's child joins the world as a program
+  // of its own on its parent's node.
+  kFork,       // -> token, i64 launch pid: the child's place, made before the real fork
+  kForked,     // token, i64 real pid (-1: the fork failed) -> (answered at once)
+  kWaitChild,  // i64 real pid (-1: any), bool nohang -> i64 real pid of an ended child, 0 (none
+               // yet, nohang), -1 (no such child in the world)
+  kReaped,     // i64 real pid, i32 wait status -> (answered at once): the child's exit status
+  kRingPipes,  // -> (answered at once): a pipe was written or closed; wake every pipe waiter
   kLast,
 };
 
@@ -70,15 +78,15 @@ enum class AclOp : std::uint32_t {
 /// The socket calls of Op::kSocket (the first u32 of its payload), on a socket the program knows
 /// by its file descriptor. Addresses are IPv4 in host order. Blocking calls wait in simulated time.
 enum class SockOp : std::uint32_t {
-  kOpen = 1,    // i32 fd -> 0
-  kBind,        // i32 fd, u32 ip, u16 port -> 0
-  kListen,      // i32 fd, i32 backlog -> 0
-  kAccept,      // i32 fd, i32 new_fd, bool nonblocking -> 0, u32 ip, u16 port
-  kConnect,     // i32 fd, u32 ip, u16 port, bool nonblocking -> 0
+  kOpen = 1,  // i32 fd -> 0
+  kBind,      // i32 fd, u32 ip, u16 port -> 0
+  kListen,    // i32 fd, i32 backlog -> 0
+  kAccept,    // i32 fd, i32 new_fd, bool nonblocking -> 0, u32 ip, u16 port
+  kConnect,   // i32 fd, u32 ip, u16 port, bool nonblocking -> 0
   // A send carries its thread's happens-before stamp, a receive answers the stamps of the bytes
   // it took, joined (cpp/wire/vector_clock.h; eventfds alike).
-  kSend,  // i32 fd, bytes, bool nonblocking, stamp -> bytes sent
-  kRecv,  // i32 fd, u64 max, u32 flags (kPeek, kWaitAll), bool nonblocking -> n, bytes, stamp
+  kSend,        // i32 fd, bytes, bool nonblocking, stamp -> bytes sent
+  kRecv,        // i32 fd, u64 max, u32 flags (kPeek, kWaitAll), bool nonblocking -> n, bytes, stamp
   kShutdown,    // i32 fd, i32 how -> 0
   kClose,       // i32 fd -> 0
   kPoll,        // u64 n, n x (i32 fd, i16 events), i64 timeout_ps (-1: none) -> n ready, revents
@@ -89,6 +97,12 @@ enum class SockOp : std::uint32_t {
   kPair,     // i32 fd_a, i32 fd_b -> 0: a connected stream pair without latency (socketpair)
   kEventFd,  // i32 fd, u64 initial value, bool semaphore -> 0 (eventfd)
   kDup,      // i32 fd, i32 new_fd -> 0: new_fd names the same socket (dup, dup2, dup3)
+  // i32 fd -> 0: this eventfd is the program's doorbell for real pipes; Op::kRingPipes adds 1 to
+  // every doorbell of the launch (a pipe may join two processes).
+  kDoorbell,
+  // i32 fd (ignored) -> n, n x (i32 fd, bool inet6): the process's simulated descriptors (a new
+  // image after exec learns which of those it inherited are simulated).
+  kList,
 };
 
 /// What a kWait waits on, for stall reports.

@@ -326,3 +326,36 @@ def test_names_pids_ipv6_sockets_pipes_and_epoll_between_threads(tmp_path):
     assert "[p1] got b'go'" in out
     assert re.search(r"\[p0\] epoll \[\(\d+, 1\)\] 0\.85\d*\n", out), out
     assert "[p1] no such host: gaierror" in out
+
+
+def test_the_time_stamp_counter_reads_simulated_time(tmp_path):
+    """rdtsc is trapped and answered in simulated time (one tick per ns), also in a thread that
+    blocks every signal (as libzmq's do); a real fault still reaches the program's handler."""
+    a = program(tmp_path, "tsc.py", """
+        import ctypes, faulthandler, mmap, signal, sys, threading, time
+        faulthandler.enable()
+        # rdtsc; shl rdx, 32; or rax, rdx; ret
+        code = bytes([0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0, 0xc3])
+        buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        buf.write(code)
+        rdtsc = ctypes.CFUNCTYPE(ctypes.c_uint64)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))
+        a = rdtsc()
+        time.sleep(0.25)
+        print("main", rdtsc() - a)
+        def blocked():
+            signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals))
+            b = rdtsc()
+            time.sleep(0.5)
+            print("blocked", rdtsc() - b)
+        t = threading.Thread(target=blocked)
+        t.start()
+        t.join()
+        if sys.argv[1:] == ["fault"]:
+            ctypes.string_at(0)
+    """)
+    done = launch("--", "python3", a, ":::", "python3", a, "fault")
+    assert "[p0] main 250000000" in done.stdout and "[p0] blocked 500000000" in done.stdout
+    assert "p0 (node 0) exited 0" in done.stderr
+    assert "[p1] Fatal Python error: Segmentation fault" in done.stdout + done.stderr
+    assert "p1 (node 1) exited -11" in done.stderr or "p1 (node 1) exited 139" in done.stderr, \
+        done.stderr

@@ -391,8 +391,9 @@ class Launch:
             signal.signal(signal.SIGALRM, old)
             report = self._report()
         sys.stderr.write(report)
+        launched = {name for _, name, _ in self.programs}  # children are their parents' to judge
         codes = [NOT_ENDED if e["exit_code"] is None else e["exit_code"]
-                 for e in server.ends()
+                 for e in server.ends() if e["name"] in launched
                  if not faults.killed_by(self.faults, e["name"], e["exit_code"])]
         if self._rule_verdict(python_calls) and spec.strict:
             codes.append(RULES_BROKEN)
@@ -423,7 +424,8 @@ class Launch:
     def _fault_verdict(self):
         """Prints (and writes, with --fault-report) what the programs did not handle."""
         spec = self.spec
-        ends = [(e["name"], e["exit_code"]) for e in self.server.ends()]
+        launched = {name for _, name, _ in self.programs}
+        ends = [(e["name"], e["exit_code"]) for e in self.server.ends() if e["name"] in launched]
         ends = [(name, code, faults.last_error_line(os.path.join(spec.output_dir, name + ".err"))
                  if code else "") for name, code in ends]
         jobs = [f"{j['job']} ({j['what']})" for j in self.world.blocked_jobs()]

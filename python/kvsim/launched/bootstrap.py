@@ -28,7 +28,12 @@ def run():
         name=info["name"], rank=info["rank"], node=info["node"],
         visible_devices=list(info["visible_devices"]), node_devices=list(info["node_devices"]),
         host_ip=info["host_ip"], pid=__import__("os").getpid())
-    torch_support.install()
+    # A child of a launched program (a forked or exec'd process, KVSIM_FORKED) may be another
+    # interpreter, or a tool written in Python: without torch it runs without torch.npu.
+    import importlib.util
+    import os
+    if not (os.environ.get("KVSIM_FORKED") and importlib.util.find_spec("torch") is None):
+        torch_support.install()
     ascend_env.install_dev_patches()
     atexit.register(_finalize)
     faulthandler.register(stack_signal(), all_threads=True)

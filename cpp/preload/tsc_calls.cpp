@@ -1,0 +1,193 @@
+// The time-stamp counter of a launched program in simulated time. rdtsc and rdtscp are
+// instructions, not calls: the shim has the kernel fault them (prctl PR_SET_TSC,
+// PR_TSC_SIGSEGV, as Shadow does) and answers from its SIGSEGV handler with the simulated time of
+// the faulting thread, one tick per nanosecond. libzmq caches its millisecond clock between
+// rdtsc reads less than half a million ticks apart, so a real counter made its timers (its
+// reconnect interval) fire at simulated times that depended on the host's speed.
+//
+// The program's own SIGSEGV handlers (faulthandler's, a crash reporter's) keep working: sigaction
+// and signal for SIGSEGV are recorded here, and a fault that is not rdtsc goes to the program's
+// handler, or, with none, to the default action. SIGSEGV is never blocked (libzmq blocks every
+// signal in its threads; a fault while it is blocked kills the process). A program that spins on
+// rdtsc alone, without any other call, spins forever (its simulated time does not move). Outside a
+// launch, and with
+// --wall-clock, the counter stays real (and a child the world refused gets it back).
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpp/client/channel.h"
+#include "cpp/preload/real_calls.h"
+#include "cpp/preload/spin_lock.h"
+
+namespace {
+
+constexpr std::uint64_t kBootTicks = 1'000'000'000;  // a counter that has run a while
+constexpr std::uint64_t kPsPerTick = 1000;           // one tick per nanosecond
+
+bool g_trapping = false;
+kvsim::cpp::preload::SpinLock g_lock;
+struct sigaction g_program {};  // the program's SIGSEGV disposition (SIG_DFL until it sets one)
+
+std::uint64_t ticks() {
+  return kBootTicks + kvsim::cpp::client::Channel::get().now_ps() / kPsPerTick;
+}
+
+// Answers rdtsc (0f 31) or rdtscp (0f 01 f9) at the faulting instruction; false for any other
+// fault.
+bool answer_tsc(ucontext_t* uc) {
+  auto* regs = uc->uc_mcontext.gregs;
+  const auto* ip = reinterpret_cast<const unsigned char*>(regs[REG_RIP]);
+  std::size_t length = 0;
+  if (ip[0] == 0x0f && ip[1] == 0x31) {
+    length = 2;
+  } else if (ip[0] == 0x0f && ip[1] == 0x01 && ip[2] == 0xf9) {
+    length = 3;
+    regs[REG_RCX] = 0;  // IA32_TSC_AUX: processor 0
+  } else {
+    return false;
+  }
+  const std::uint64_t t = ticks();
+  regs[REG_RAX] = static_cast<greg_t>(t & 0xffffffffU);
+  regs[REG_RDX] = static_cast<greg_t>(t >> 32);
+  regs[REG_RIP] += static_cast<greg_t>(length);
+  return true;
+}
+
+void on_segv(int sig, siginfo_t* info, void* context) {
+  // A trapped rdtsc is a general protection fault (SI_KERNEL); page faults come with SEGV_*
+  // codes, and their instruction may not even be readable.
+  if (info->si_code == SI_KERNEL && answer_tsc(static_cast<ucontext_t*>(context))) return;
+  struct sigaction program;
+  {
+    kvsim::cpp::preload::SpinLock::Guard g(g_lock);
+    program = g_program;
+  }
+  if (program.sa_flags & SA_SIGINFO) {
+    if (program.sa_sigaction != nullptr) {
+      program.sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (program.sa_handler != SIG_DFL && program.sa_handler != SIG_IGN) {
+    program.sa_handler(sig);
+    return;
+  }
+  // The default action: the instruction faults again, now without this handler.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  KVSIM_REAL(sigaction)(SIGSEGV, &dfl, nullptr);
+}
+
+__attribute__((constructor)) void trap_tsc() {
+  if (!kvsim::cpp::preload::simulated() || kvsim::cpp::preload::wall_clock()) {
+    (void)prctl(PR_SET_TSC, PR_TSC_ENABLE);  // a parent's setting is inherited across exec
+    return;
+  }
+  struct sigaction sa {};
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  if (KVSIM_REAL(sigaction)(SIGSEGV, &sa, &g_program) != 0) return;
+  if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV) != 0) {  // not on this CPU or kernel: stays real
+    KVSIM_REAL(sigaction)(SIGSEGV, &g_program, nullptr);
+    return;
+  }
+  g_trapping = true;
+}
+
+}  // namespace
+
+namespace kvsim::cpp::preload {
+
+void tsc_real_for_exec(bool real) {
+  if (g_trapping) (void)prctl(PR_SET_TSC, real ? PR_TSC_ENABLE : PR_TSC_SIGSEGV);
+}
+
+}  // namespace kvsim::cpp::preload
+
+namespace {
+
+// Runs `start` (which starts a new program) with the calling thread's counter real, so that the
+// program's loader finds a real one.
+template <typename F>
+auto with_real_tsc(F start) {
+  kvsim::cpp::preload::tsc_real_for_exec(true);
+  auto result = start();
+  kvsim::cpp::preload::tsc_real_for_exec(false);
+  return result;
+}
+
+}  // namespace
+
+// The program's view of SIGSEGV while rdtsc is trapped: its handler is recorded, not installed.
+extern "C" int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  if (sig != SIGSEGV || !g_trapping) return KVSIM_REAL(sigaction)(sig, act, old);
+  kvsim::cpp::preload::SpinLock::Guard g(g_lock);
+  if (old != nullptr) *old = g_program;
+  if (act != nullptr) g_program = *act;
+  return 0;
+}
+
+extern "C" sighandler_t signal(int sig, sighandler_t handler) {
+  if (sig != SIGSEGV || !g_trapping) return KVSIM_REAL(signal)(sig, handler);
+  struct sigaction act {};
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = SA_RESTART;
+  struct sigaction old {};
+  (void)sigaction(sig, &act, &old);
+  return (old.sa_flags & SA_SIGINFO) ? SIG_DFL : old.sa_handler;
+}
+
+// A mask never blocks SIGSEGV while rdtsc is trapped.
+namespace {
+const sigset_t* without_segv(int how, const sigset_t* set, sigset_t& copy) {
+  if (!g_trapping || set == nullptr || how == SIG_UNBLOCK || !sigismember(set, SIGSEGV)) {
+    return set;
+  }
+  copy = *set;
+  sigdelset(&copy, SIGSEGV);
+  return &copy;
+}
+}  // namespace
+
+extern "C" int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
+  sigset_t copy;
+  return KVSIM_REAL(pthread_sigmask)(how, without_segv(how, set, copy), old);
+}
+
+extern "C" int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
+  sigset_t copy;
+  return KVSIM_REAL(sigprocmask)(how, without_segv(how, set, copy), old);
+}
+
+// Children that no fork starts get a real counter (see the top of this file; vfork is a fork:
+// cpp/preload/child_calls.cpp).
+
+extern "C" int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                           const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  return with_real_tsc(
+      [&] { return KVSIM_REAL(posix_spawn)(pid, path, actions, attr, argv, envp); });
+}
+
+extern "C" int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                            const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  return with_real_tsc(
+      [&] { return KVSIM_REAL(posix_spawnp)(pid, file, actions, attr, argv, envp); });
+}
+
+extern "C" int system(const char* command) {
+  return with_real_tsc([&] { return KVSIM_REAL(system)(command); });
+}
+
+extern "C" FILE* popen(const char* command, const char* mode) {
+  return with_real_tsc([&] { return KVSIM_REAL(popen)(command, mode); });
+}
