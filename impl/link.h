@@ -37,7 +37,9 @@ class Link {
 
   std::uint64_t peer_cluster_id() const { return peer_cluster_id_; }
   int peer_device() const { return peer_device_; }
-  /// The per-link mutex (§3.4): held by a pull, by one per-layer transfer, and by unlink.
+  /// The per-link mutex (§3.4): held by a pull, by one per-layer transfer, and by unlink (hixl
+  /// data_cache_engine.cc: DataCacheEngine::PullCache and ::TransferCache both lock
+  /// CommEntity::GetPullMutex(), so on one link they wait for each other; no LLM_LINK_BUSY).
   Mutex& mutex() { return *mutex_; }
   /// False once unlinked; an operation that waited on the mutex re-checks it.
   bool up() const { return up_; }

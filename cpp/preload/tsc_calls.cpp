@@ -9,10 +9,13 @@
 // and signal for SIGSEGV are recorded here, and a fault that is not rdtsc goes to the program's
 // handler, or, with none, to the default action. SIGSEGV is never blocked (libzmq blocks every
 // signal in its threads; a fault while it is blocked kills the process). A program that spins on
-// rdtsc alone, without any other call, spins forever (its simulated time does not move). Outside a
-// launch, and with
-// --wall-clock, the counter stays real (and a child the world refused gets it back).
-#include <pthread.h>
+// rdtsc alone, without any other call, spins forever (its simulated time does not move).
+//
+// The trap is a flag of each thread, inherited by new threads and child processes. A fork's child
+// is a program of the launch (cpp/preload/child_calls.cpp) and keeps it; but a new program's
+// dynamic loader reads the counter before any library could answer, so exec clears the flag (the
+// new image's shim sets it again), and posix_spawn, system and popen, whose child is no program of
+// the launch, start it cleared. Outside a launch, and with --wall-clock, the counter stays real.
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>

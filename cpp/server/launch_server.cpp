@@ -617,6 +617,11 @@ std::uint32_t LaunchServer::wake_waiters(Program& p, std::uint64_t key, std::uin
   return woken;
 }
 
+void LaunchServer::answer_now(Thread& t, const std::string& payload) {
+  t.out += wire::reply_frame(platform_.now(), payload);
+  flush(t);
+}
+
 bool LaunchServer::preempt() {
   return options_.schedule_seed != 0 && (schedule_() & 1U) != 0;
 }
@@ -958,8 +963,7 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
         return;
       case Op::kNow:
         wire::Reader(r.payload).end();
-        t.out += wire::reply_frame(platform_.now(), {});
-        flush(t);
+        answer_now(t, {});
         return;
       case Op::kThreadNew: {
         wire::Reader(r.payload).end();
@@ -972,8 +976,7 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
         // Its turn comes after the threads ready before it (never preempted here: the thread
         // cannot start before its creator has this answer).
         p.ready.push_back(&fresh);
-        t.out += wire::reply_frame(platform_.now(), wire::Writer().i64(fresh.slot).take());
-        flush(t);
+        answer_now(t, wire::Writer().i64(fresh.slot).take());
         return;
       }
       case Op::kThreadCancel: {
@@ -984,16 +987,13 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
             p.threads[static_cast<std::size_t>(slot)]->state == Thread::State::kAnnounced) {
           p.threads[static_cast<std::size_t>(slot)]->state = Thread::State::kGone;
         }
-        t.out += wire::reply_frame(platform_.now(), {});
-        flush(t);
+        answer_now(t, {});
         return;
       }
       case Op::kFork: {
         wire::Reader(r.payload).end();
         Program& child = add_child(p);
-        t.out += wire::reply_frame(platform_.now(),
-                                   wire::Writer().str(child.token).i64(child.launch_pid).take());
-        flush(t);
+        answer_now(t, wire::Writer().str(child.token).i64(child.launch_pid).take());
         return;
       }
       case Op::kForked: {
@@ -1010,8 +1010,7 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
             know_child_pid(*c, static_cast<std::uint64_t>(pid));
           }
         }
-        t.out += wire::reply_frame(platform_.now(), {});
-        flush(t);
+        answer_now(t, {});
         return;
       }
       case Op::kReaped: {
@@ -1024,15 +1023,13 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
             c->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
           }
         }
-        t.out += wire::reply_frame(platform_.now(), {});
-        flush(t);
+        answer_now(t, {});
         return;
       }
       case Op::kRingPipes:
         wire::Reader(r.payload).end();
         net_.ring_doorbells();
-        t.out += wire::reply_frame(platform_.now(), {});
-        flush(t);
+        answer_now(t, {});
         return;
       case Op::kWake: {
         wire::Reader in(r.payload);
@@ -1048,8 +1045,7 @@ void LaunchServer::request(Program& p, Thread& t, wire::Request r) {
           t.prepared = wire::Writer().u32(woken).take();
           break;
         }
-        t.out += wire::reply_frame(platform_.now(), wire::Writer().u32(woken).take());
-        flush(t);
+        answer_now(t, wire::Writer().u32(woken).take());
         return;
       }
       case Op::kWait: {
@@ -1130,7 +1126,6 @@ std::string LaunchServer::serve(Program& p, Thread& t) {
       const std::int64_t pid = in.i64();
       const bool nohang = in.boolean();
       in.end();
-      if (!p.child_ended) p.child_ended = platform_.make_signal();
       for (;;) {
         bool known = false;
         for (auto& c : programs_) {

@@ -122,6 +122,8 @@ class LaunchServer {
   void become_ready(Thread& t, std::string answer);
   /// Lets the next ready thread of `p` run if none does.
   void give_turn(Program& p);
+  /// Answers a request that needs no simulated time at once: the thread keeps its turn.
+  void answer_now(Thread& t, const std::string& payload);
   /// With a seeded schedule, whether a thread that woke another gives up its turn there (a
   /// coin of schedule_): the other threads may then run first, as on a machine.
   bool preempt();
