@@ -358,7 +358,6 @@ void SystemcPlatform::request_stop() {
 
 void SystemcPlatform::back_on_driver() {
   current_process_ = impl::kScriptProcess;
-  if (hooks_.driver) hooks_.driver();
 }
 
 int SystemcPlatform::add_process(HostProcess process) {

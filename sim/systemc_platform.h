@@ -95,13 +95,11 @@ class SystemcPlatform final : public impl::Platform {
   void wake_driver();
   /// Hooks run around every suspension of a job: `leave` just before the job yields to the
   /// kernel (its result is handed back to `enter`), `enter` right after it resumes (the job's
-  /// process is current again), `driver` when the kernel hands control back to the driver. An
-  /// embedded interpreter uses them to swap its per-job thread state and per-process context
-  /// (the Python module does).
+  /// process is current again). An embedded interpreter uses them to swap its per-job thread
+  /// state (the Python module does).
   struct JobSwitchHooks {
     std::function<void*()> leave;
     std::function<void(void*)> enter;
-    std::function<void()> driver;
   };
   void set_job_switch_hooks(JobSwitchHooks hooks) { hooks_ = std::move(hooks); }
   /// Runs a SystemC wait of the current job between the switch hooks; `what` (a literal) and

@@ -6,10 +6,11 @@
 // launch pid) and the parent tells the world the child's real pid (Op::kForked). vfork is a fork
 // here. exec keeps the place: the child's environment carries its token and launch pid, and an
 // execve given another environment gets them (and the shim) added, so the new image joins as the
-// same program. wait, waitpid, wait4 and waitid wait in the world until a child the world knows
+// same program. wait, wait3, waitpid, wait4 and waitid wait in the world until a child the world knows
 // has ended (Op::kWaitChild), then reap it for real and tell the world its status (Op::kReaped).
-// Not joined: children started by posix_spawn, system or popen (they run outside the world,
-// with a real clock), and processes a child starts after it left the launch's environment.
+// posix_spawn, system and popen start their children through this fork
+// (cpp/preload/spawn_calls.cpp). Not joined: processes a child starts after it left the launch's
+// environment.
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -192,6 +193,10 @@ pid_t waitpid(pid_t pid, int* status, int options) {
 
 pid_t wait(int* status) {
   return waitpid(-1, status, 0);
+}
+
+pid_t wait3(int* status, int options, struct rusage* usage) {
+  return wait4(-1, status, options, usage);  // dash waits for its jobs with wait3
 }
 
 pid_t wait4(pid_t pid, int* status, int options, struct rusage* usage) {

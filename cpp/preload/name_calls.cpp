@@ -63,6 +63,22 @@ const char* own_name() {
   return name;
 }
 
+}  // namespace
+
+namespace kvsim::cpp::preload {
+
+std::uint32_t own_ipv4() {
+  if (own_name() == nullptr) return 0;
+  for (const Host& h : hosts()) {
+    if (strcasecmp(h.name.c_str(), own_name()) == 0) return ntohl(h.ip.s_addr);
+  }
+  return 0;
+}
+
+}  // namespace kvsim::cpp::preload
+
+namespace {
+
 bool named(const char* node) {
   return simulated() && own_name() != nullptr && node != nullptr;
 }

@@ -10,8 +10,12 @@
 // in simulated time: writing or closing a pipe's write end rings every program's doorbell (a
 // simulated eventfd) that every wait including a real descriptor also waits on (the world rings
 // them too when a process ends or replaces its image by exec, closing its ends), and a blocking
-// read of an empty pipe waits the same way. Not simulated: native IPv6 addresses, UDP; a poll or
-// select that mixes simulated descriptors with others looks at the others once, without waiting.
+// read of an empty pipe waits the same way. A UDP socket has addresses only: connect and bind
+// record them and getsockname gives the simulated host's address (how serving engines find
+// their own IP: vLLM's get_ip connects a UDP socket to 8.8.8.8), while sending or receiving a
+// datagram fails with EOPNOTSUPP and a message naming the call. Not simulated: native IPv6
+// addresses, datagrams; a poll or select that mixes simulated descriptors with others looks at
+// the others once, without waiting.
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -30,6 +34,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +42,7 @@
 #include "cpp/preload/happens_before.h"
 #include "cpp/preload/real_calls.h"
 #include "cpp/preload/socket_calls.h"
+#include "cpp/preload/spin_lock.h"
 #include "cpp/preload/spin_rule.h"
 
 namespace {
@@ -52,6 +58,7 @@ constexpr std::uint8_t kNonBlocking = 2;
 constexpr std::uint8_t kInet6 = 4;       // an AF_INET6 socket: addresses in and out are IPv4-mapped
 constexpr std::uint8_t kPipeRead = 8;    // a real pipe's read end (not kEmulated)
 constexpr std::uint8_t kPipeWrite = 16;  // a real pipe's write end (not kEmulated)
+constexpr std::uint8_t kDatagram = 32;   // a UDP socket: addresses only (not kEmulated)
 constexpr std::size_t kMaxPiece = 16u << 20;  // per request, well below wire::kMaxFrame
 constexpr std::int64_t kPsPerMs = 1'000'000'000;
 
@@ -211,6 +218,42 @@ void write_ipv4(int fd, sockaddr* addr, socklen_t* len, std::uint32_t ip, std::u
   in.sin_port = htons(port);
   std::memcpy(addr, &in, std::min<std::size_t>(*len, sizeof(in)));
   *len = sizeof(in);
+}
+
+/// A UDP socket's addresses (host order): what connect and bind recorded.
+struct DatagramEnds {
+  std::uint32_t local_ip = 0;
+  std::uint16_t local_port = 0;
+  std::uint32_t peer_ip = 0;
+  std::uint16_t peer_port = 0;
+  bool connected = false;
+};
+kvsim::cpp::preload::SpinLock g_datagram_lock;
+std::map<int, DatagramEnds>* g_datagrams = nullptr;
+std::uint16_t g_next_datagram_port = 32768;  // as the kernel's ephemeral range begins
+
+bool datagram(int fd) {
+  return fd >= 0 && fd < kMaxFd && (g_fds[fd].load(std::memory_order_relaxed) & kDatagram) != 0;
+}
+
+// The socket's addresses, given a local port (in order, so replays agree) on first use.
+DatagramEnds& datagram_ends(int fd) {
+  if (g_datagrams == nullptr) g_datagrams = new std::map<int, DatagramEnds>;
+  DatagramEnds& ends = (*g_datagrams)[fd];
+  if (ends.local_port == 0) ends.local_port = g_next_datagram_port++;
+  return ends;
+}
+
+// A datagram would leave the world: refused, once said on stderr with the call's name.
+int no_datagrams(const char* call) {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    const std::string text = std::string("kvsim launch: ") + call +
+                             " on a UDP socket: datagrams are not simulated (connect, bind and "
+                             "getsockname are); the call fails with EOPNOTSUPP\n";
+    (void)!KVSIM_REAL(write)(STDERR_FILENO, text.data(), text.size());
+  }
+  return fail(EOPNOTSUPP);
 }
 
 // The pipes a new image inherited (from a parent of the launch: a subprocess's stdout, a
@@ -476,6 +519,76 @@ void await_pipe(int fd) {
   (void)poll_mixed(&p, 1, -1);
 }
 
+// Whether a pipe holds enough that a writer may be waiting for room: a quarter of its capacity
+// (a pipe of one-page buffers filled by writes just over half a page is full at half of it).
+bool pipe_may_be_full(int fd) {
+  if (!flagged(fd, kPipeRead)) return false;
+  int queued = 0;
+  const int capacity = KVSIM_REAL(fcntl)(fd, F_GETPIPE_SZ);
+  return ioctl(fd, FIONREAD, &queued) == 0 && capacity > 0 && queued >= capacity / 4;
+}
+
+// A read of a pipe that a writer may be waiting on rings the doorbell (room was made).
+template <typename Read>
+ssize_t read_pipe(int fd, Read read) {
+  const bool full = pipe_may_be_full(fd);
+  const ssize_t r = read();
+  if (full && r > 0) {
+    const int error = errno;
+    ring_doorbell();
+    errno = error;
+  }
+  return r;
+}
+
+// A write to a pipe's write end. A blocking one waits in simulated time while the pipe is full
+// (its reader may be another thread of the program, which runs only when this one waits): the
+// bytes go with O_NONBLOCK set for the call (safe: one thread of the launch runs at a time),
+// and where the pipe has no room the thread waits for POLLOUT in the world. Each write rings
+// the doorbell (its reader may wait in another process).
+ssize_t write_pipe(int fd, const iovec* iov, int count) {
+  const int flags = KVSIM_REAL(fcntl)(fd, F_GETFL);
+  if (flags < 0 || (flags & O_NONBLOCK) != 0 || !simulated()) {
+    const ssize_t r = KVSIM_REAL(writev)(fd, iov, count);
+    const int error = errno;
+    ring_doorbell();
+    errno = error;
+    return r;
+  }
+  std::vector<iovec> left(iov, iov + std::max(count, 0));
+  std::size_t total = 0;
+  for (const iovec& v : left) total += v.iov_len;
+  std::size_t done = 0;
+  std::size_t first = 0;  // the first iovec with bytes left
+  for (;;) {
+    (void)KVSIM_REAL(fcntl)(fd, F_SETFL, flags | O_NONBLOCK);
+    const ssize_t r =
+        KVSIM_REAL(writev)(fd, left.data() + first, static_cast<int>(left.size() - first));
+    const int error = errno;
+    (void)KVSIM_REAL(fcntl)(fd, F_SETFL, flags);
+    if (r > 0) ring_doorbell();
+    if (r < 0 && error != EAGAIN) {
+      errno = error;
+      return done > 0 ? static_cast<ssize_t>(done) : -1;
+    }
+    if (r > 0) {
+      done += static_cast<std::size_t>(r);
+      for (std::size_t k = static_cast<std::size_t>(r); k > 0 && first < left.size();) {
+        const std::size_t take = std::min(k, left[first].iov_len);
+        left[first].iov_base = static_cast<char*>(left[first].iov_base) + take;
+        left[first].iov_len -= take;
+        k -= take;
+        if (left[first].iov_len == 0) ++first;
+      }
+    }
+    if (done >= total) return static_cast<ssize_t>(done);
+    if (r < 0 || r == 0) {
+      pollfd p{fd, POLLOUT, 0};
+      (void)poll_mixed(&p, 1, -1);  // room, or the read end closed (EPIPE next)
+    }
+  }
+}
+
 std::int64_t to_ps(const timespec* ts) {
   if (ts == nullptr) return -1;
   return static_cast<std::int64_t>(ts->tv_sec) * 1'000'000'000'000LL +
@@ -534,12 +647,64 @@ int select_as_poll(int nfds, fd_set* r, fd_set* w, fd_set* e, std::int64_t timeo
   return bits;
 }
 
+// connect (to_peer) or bind of a UDP socket: the address is recorded, nothing is sent. A
+// connect to AF_UNSPEC dissolves the association, as for a real UDP socket.
+int datagram_address(int fd, const sockaddr* addr, socklen_t len, bool to_peer) {
+  if (to_peer && addr != nullptr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
+    kvsim::cpp::preload::SpinLock::Guard g(g_datagram_lock);
+    datagram_ends(fd).connected = false;
+    return 0;
+  }
+  std::uint32_t ip = 0;
+  std::uint16_t port = 0;
+  int error = 0;
+  if (!read_ipv4(fd, addr, len, ip, port, error, to_peer ? ENETUNREACH : EADDRNOTAVAIL)) {
+    return fail(error);
+  }
+  const std::uint32_t own = kvsim::cpp::preload::own_ipv4();
+  kvsim::cpp::preload::SpinLock::Guard g(g_datagram_lock);
+  DatagramEnds& ends = datagram_ends(fd);
+  if (to_peer) {
+    ends.peer_ip = ip;
+    ends.peer_port = port;
+    ends.connected = true;
+    // The route's source: loopback to loopback, the host's own address to anywhere else.
+    if (ends.local_ip == INADDR_ANY) ends.local_ip = (ip >> 24) == 127 ? ip : own;
+    return 0;
+  }
+  if (ip != INADDR_ANY && ip != own && (ip >> 24) != 127) return fail(EADDRNOTAVAIL);
+  ends.local_ip = ip;
+  if (port != 0) ends.local_port = port;
+  return 0;
+}
+
+// getsockname (peer false) or getpeername of a UDP socket, from what was recorded.
+int datagram_name(int fd, sockaddr* addr, socklen_t* len, bool peer) {
+  DatagramEnds ends;
+  {
+    kvsim::cpp::preload::SpinLock::Guard g(g_datagram_lock);
+    ends = datagram_ends(fd);
+  }
+  if (peer && !ends.connected) return fail(ENOTCONN);
+  write_ipv4(fd, addr, len, peer ? ends.peer_ip : ends.local_ip,
+             peer ? ends.peer_port : ends.local_port);
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
 
 int socket(int domain, int type, int protocol) {
   const int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (simulated() && (domain == AF_INET || domain == AF_INET6) && kind == SOCK_DGRAM &&
+      (protocol == 0 || protocol == IPPROTO_UDP)) {
+    const int fd = KVSIM_REAL(socket)(domain, type, protocol);  // never bound nor connected
+    if (fd >= 0 && fd < kMaxFd) {
+      g_fds[fd].store(static_cast<std::uint8_t>(kDatagram | (domain == AF_INET6 ? kInet6 : 0)));
+    }
+    return fd;
+  }
   if (!simulated() || (domain != AF_INET && domain != AF_INET6) || kind != SOCK_STREAM ||
       (protocol != 0 && protocol != IPPROTO_TCP)) {
     return KVSIM_REAL(socket)(domain, type, protocol);
@@ -556,6 +721,7 @@ int socket(int domain, int type, int protocol) {
 }
 
 int bind(int fd, const struct sockaddr* addr, socklen_t len) {
+  if (datagram(fd)) return datagram_address(fd, addr, len, false);
   if (!emulated(fd)) return KVSIM_REAL(bind)(fd, addr, len);
   std::uint32_t ip = 0;
   std::uint16_t port = 0;
@@ -599,6 +765,7 @@ int accept(int fd, struct sockaddr* addr, socklen_t* len) {
 }
 
 int connect(int fd, const struct sockaddr* addr, socklen_t len) {
+  if (datagram(fd)) return datagram_address(fd, addr, len, true);
   if (!emulated(fd)) return KVSIM_REAL(connect)(fd, addr, len);
   std::uint32_t ip = 0;
   std::uint16_t port = 0;
@@ -609,54 +776,57 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
 }
 
 ssize_t send(int fd, const void* buf, size_t n, int flags) {
+  if (datagram(fd)) return no_datagrams("send");
   if (!emulated(fd)) return KVSIM_REAL(send)(fd, buf, n, flags);
   return send_bytes(fd, static_cast<const char*>(buf), n, flags);
 }
 
 ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr,
                socklen_t len) {
+  if (datagram(fd)) return no_datagrams("sendto");
   if (!emulated(fd)) return KVSIM_REAL(sendto)(fd, buf, n, flags, addr, len);
   return send_bytes(fd, static_cast<const char*>(buf), n, flags);  // TCP ignores the address
 }
 
 ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+  if (datagram(fd)) return no_datagrams("sendmsg");
   if (!emulated(fd)) return KVSIM_REAL(sendmsg)(fd, msg, flags);
   const std::string data = gather(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
   return send_bytes(fd, data.data(), data.size(), flags);
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
+  if (datagram(fd)) return no_datagrams("write");
   if (flagged(fd, kPipeWrite)) {
-    const ssize_t r = KVSIM_REAL(write)(fd, buf, n);
-    ring_doorbell();
-    return r;
+    const iovec one{const_cast<void*>(buf), n};
+    return write_pipe(fd, &one, 1);
   }
   if (!emulated(fd)) return KVSIM_REAL(write)(fd, buf, n);
   return send_bytes(fd, static_cast<const char*>(buf), n, 0);
 }
 
 ssize_t writev(int fd, const struct iovec* iov, int count) {
-  if (flagged(fd, kPipeWrite)) {
-    const ssize_t r = KVSIM_REAL(writev)(fd, iov, count);
-    ring_doorbell();
-    return r;
-  }
+  if (datagram(fd)) return no_datagrams("writev");
+  if (flagged(fd, kPipeWrite)) return write_pipe(fd, iov, count);
   if (!emulated(fd)) return KVSIM_REAL(writev)(fd, iov, count);
   const std::string data = gather(iov, count);
   return send_bytes(fd, data.data(), data.size(), 0);
 }
 
 ssize_t recv(int fd, void* buf, size_t n, int flags) {
+  if (datagram(fd)) return no_datagrams("recv");
   if (!emulated(fd)) return KVSIM_REAL(recv)(fd, buf, n, flags);
   return recv_bytes(fd, buf, n, flags);
 }
 
 ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
+  if (datagram(fd)) return no_datagrams("recvfrom");
   if (!emulated(fd)) return KVSIM_REAL(recvfrom)(fd, buf, n, flags, addr, len);
   return recv_bytes(fd, buf, n, flags);  // a TCP socket leaves the address alone
 }
 
 ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
+  if (datagram(fd)) return no_datagrams("recvmsg");
   if (!emulated(fd)) return KVSIM_REAL(recvmsg)(fd, msg, flags);
   msg->msg_namelen = 0;
   msg->msg_controllen = 0;
@@ -665,13 +835,19 @@ ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
 }
 
 ssize_t read(int fd, void* buf, size_t n) {
+  if (datagram(fd)) return no_datagrams("read");
   await_pipe(fd);
+  if (flagged(fd, kPipeRead)) return read_pipe(fd, [&] { return KVSIM_REAL(read)(fd, buf, n); });
   if (!emulated(fd)) return KVSIM_REAL(read)(fd, buf, n);
   return recv_bytes(fd, buf, n, 0);
 }
 
 ssize_t readv(int fd, const struct iovec* iov, int count) {
+  if (datagram(fd)) return no_datagrams("readv");
   await_pipe(fd);
+  if (flagged(fd, kPipeRead)) {
+    return read_pipe(fd, [&] { return KVSIM_REAL(readv)(fd, iov, count); });
+  }
   if (!emulated(fd)) return KVSIM_REAL(readv)(fd, iov, count);
   return scatter(fd, iov, count, 0);
 }
@@ -688,6 +864,10 @@ int close(int fd) {
     (void)call(SockOp::kClose, wire::Writer().i32(fd).take());
   }
   const bool pipe_writer = flagged(fd, kPipeWrite);
+  if (datagram(fd)) {
+    kvsim::cpp::preload::SpinLock::Guard g(g_datagram_lock);
+    if (g_datagrams != nullptr) g_datagrams->erase(fd);
+  }
   if (fd >= 0 && fd < kMaxFd) g_fds[fd].store(0);
   const int r = KVSIM_REAL(close)(fd);
   if (pipe_writer) ring_doorbell();  // the read end sees end of file
@@ -865,11 +1045,13 @@ static int socket_name(int fd, struct sockaddr* addr, socklen_t* len, bool peer)
 }
 
 int getsockname(int fd, struct sockaddr* addr, socklen_t* len) {
+  if (datagram(fd)) return datagram_name(fd, addr, len, false);
   if (!emulated(fd)) return KVSIM_REAL(getsockname)(fd, addr, len);
   return socket_name(fd, addr, len, false);
 }
 
 int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
+  if (datagram(fd)) return datagram_name(fd, addr, len, true);
   if (!emulated(fd)) return KVSIM_REAL(getpeername)(fd, addr, len);
   return socket_name(fd, addr, len, true);
 }

@@ -21,6 +21,8 @@ bool take_touched(int fd);
 void ring_doorbell();
 /// In a fork's child: the program's doorbell is made anew (the parent keeps its own).
 void forget_doorbell();
+/// The simulated host's IPv4 address, host order; 0 outside a launch (cpp/preload/name_calls.cpp).
+std::uint32_t own_ipv4();
 /// `fd` is closed: epoll sets forget it (cpp/preload/epoll_calls.cpp).
 void forget_in_epolls(int fd);
 

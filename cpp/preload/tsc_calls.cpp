@@ -14,11 +14,9 @@
 // The trap is a flag of each thread, inherited by new threads and child processes. A fork's child
 // is a program of the launch (cpp/preload/child_calls.cpp) and keeps it; but a new program's
 // dynamic loader reads the counter before any library could answer, so exec clears the flag (the
-// new image's shim sets it again), and posix_spawn, system and popen, whose child is no program of
-// the launch, start it cleared. Outside a launch, and with --wall-clock, the counter stays real.
+// new image's shim sets it again; posix_spawn, system and popen exec through fork too:
+// cpp/preload/spawn_calls.cpp). Outside a launch, and with --wall-clock, the counter stays real.
 #include <signal.h>
-#include <spawn.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <ucontext.h>
@@ -116,19 +114,7 @@ void tsc_real_for_exec(bool real) {
 
 }  // namespace kvsim::cpp::preload
 
-namespace {
-
-// Runs `start` (which starts a new program) with the calling thread's counter real, so that the
-// program's loader finds a real one.
-template <typename F>
-auto with_real_tsc(F start) {
-  kvsim::cpp::preload::tsc_real_for_exec(true);
-  auto result = start();
-  kvsim::cpp::preload::tsc_real_for_exec(false);
-  return result;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // The program's view of SIGSEGV while rdtsc is trapped: its handler is recorded, not installed.
 extern "C" int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
@@ -170,27 +156,4 @@ extern "C" int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
 extern "C" int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
   sigset_t copy;
   return KVSIM_REAL(sigprocmask)(how, without_segv(how, set, copy), old);
-}
-
-// Children that no fork starts get a real counter (see the top of this file; vfork is a fork:
-// cpp/preload/child_calls.cpp).
-
-extern "C" int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
-                           const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
-  return with_real_tsc(
-      [&] { return KVSIM_REAL(posix_spawn)(pid, path, actions, attr, argv, envp); });
-}
-
-extern "C" int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
-                            const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
-  return with_real_tsc(
-      [&] { return KVSIM_REAL(posix_spawnp)(pid, file, actions, attr, argv, envp); });
-}
-
-extern "C" int system(const char* command) {
-  return with_real_tsc([&] { return KVSIM_REAL(system)(command); });
-}
-
-extern "C" FILE* popen(const char* command, const char* mode) {
-  return with_real_tsc([&] { return KVSIM_REAL(popen)(command, mode); });
 }

@@ -23,9 +23,9 @@
 #include "impl/types.h"
 #include "model/errors.h"
 #include "python/src/py_host_memory.h"
-#include "python/src/py_hosting.h"
 #include "python/src/py_kv_cache.h"
 #include "python/src/py_launch_server.h"
+#include "python/src/py_processes.h"
 #include "python/src/py_results.h"
 #include "python/src/py_world.h"
 #include "sim/scenario.h"
@@ -377,7 +377,7 @@ struct JobHandle {
   std::shared_ptr<JobState> state;
 };
 
-JobHandle start_job(py::function fn, const std::string& name, int process);
+JobHandle start_job(py::function fn, const std::string& name);
 
 // `value` if it names one of `count` devices or nodes, else ValueError("no device 9").
 int checked_index(const char* what, int value, int count) {
@@ -1361,21 +1361,14 @@ void bind_world(py::module_& m) {
           "timeout"_a = py::none());
 
   m.def(
-      "spawn", [](py::function fn, const std::string& name) { return start_job(fn, name, -1); },
-      "fn"_a, "name"_a = "job",
+      "spawn", [](py::function fn, const std::string& name) { return start_job(fn, name); }, "fn"_a,
+      "name"_a = "job",
       "Start fn() as a simulated job now; it may block in simulated time (kvsim.sleep, "
       "Event.wait).");
-  m.def(
-      "spawn_process",
-      [](int process, py::function fn, const std::string& name) {
-        return start_job(fn, name, process);
-      },
-      "process"_a, "fn"_a, "name"_a,
-      "Start fn() as the first job of a host process (World.add_process).");
 }
 
-// Starts fn() as a job of the caller's process (process < 0) or of `process`.
-JobHandle start_job(py::function fn, const std::string& name, int process) {
+// Starts fn() as a job of the caller's process.
+JobHandle start_job(py::function fn, const std::string& name) {
   auto box = current_world();
   sim::SystemcPlatform& p = live(box).platform();
   auto state = std::make_shared<JobState>();
@@ -1396,15 +1389,7 @@ JobHandle start_job(py::function fn, const std::string& name, int process) {
     }
     state->done->set();
   };
-  if (process < 0) {
-    p.spawn("py_" + name, std::move(body));
-  } else {
-    try {
-      p.spawn_as(process, "py_" + name, std::move(body));
-    } catch (const std::out_of_range& e) {
-      throw impl::ValueError("process", e.what());
-    }
-  }
+  p.spawn("py_" + name, std::move(body));
   return JobHandle{box, state};
 }
 
@@ -1418,6 +1403,6 @@ PYBIND11_MODULE(_core, m) {
   kvsim::python::bind_engine(m);
   kvsim::python::bind_world(m);
   kvsim::python::bind_results(m);
-  kvsim::python::bind_hosting(m);
+  kvsim::python::bind_processes(m);
   kvsim::python::bind_launch_server(m);
 }

@@ -20,9 +20,6 @@ struct JobContext {
   void* own_frames = nullptr;       // the job's own stack top while it is suspended
   std::string job;                  // the job's SystemC name (stall reports)
 };
-// The callable told about process switches, and the process whose Python context is active.
-PyObject* g_process_switch = nullptr;
-int g_active_process = impl::kScriptProcess;
 // Jobs inside Python (running or suspended), by their thread state.
 std::map<PyThreadState*, JobContext>* g_jobs = new std::map<PyThreadState*, JobContext>();
 
@@ -143,7 +140,6 @@ PythonEntry::PythonEntry() {
   PyThreadState_Swap(own_);
   kvsim_set_gilstate_thread_state(own_);
   set_pybind_tls(own_);
-  activate_process(box->world->platform().current_process());
 }
 
 PythonEntry::~PythonEntry() {
@@ -172,36 +168,15 @@ void install_switch_hooks(sim::SystemcPlatform& platform) {
     set_pybind_tls(ctx.driver_tls);
     return cur;
   };
-  hooks.enter = [&platform](void* token) {
+  hooks.enter = [](void* token) {
     if (token == nullptr) return;
     auto* state = static_cast<PyThreadState*>(token);
     PyThreadState_Swap(state);
     kvsim_set_gilstate_thread_state(state);
     set_pybind_tls(state);
     set_frames_top(g_jobs->at(state).own_frames);
-    activate_process(platform.current_process());
-  };
-  hooks.driver = [] {
-    if (_PyThreadState_UncheckedGet() != nullptr) activate_process(impl::kScriptProcess);
   };
   platform.set_job_switch_hooks(std::move(hooks));
-}
-
-void set_process_switch(py::object callback) {
-  Py_XDECREF(g_process_switch);
-  g_process_switch = callback.is_none() ? nullptr : callback.release().ptr();
-  g_active_process = impl::kScriptProcess;
-}
-
-void activate_process(int process) {
-  if (process == g_active_process || g_process_switch == nullptr) return;
-  g_active_process = process;
-  PyObject* r = PyObject_CallFunction(g_process_switch, "i", process);
-  if (r == nullptr) {
-    PyErr_WriteUnraisable(g_process_switch);
-  } else {
-    Py_DECREF(r);
-  }
 }
 
 std::map<std::string, std::string> suspended_python_stacks() {

@@ -91,11 +91,6 @@ class PythonEntry {
 /// Installs the thread-state switch hooks on a world's platform.
 void install_switch_hooks(sim::SystemcPlatform& platform);
 
-/// Sets the callable run with a host process id whenever the process whose Python code runs
-/// changes (kvsim.hosting.runtime swaps argv, environment, modules and streams); None clears it.
-void set_process_switch(py::object callback);
-/// Makes `process` the one whose Python code runs: calls the switch callable if it changed.
-void activate_process(int process);
 /// The Python stack of every job suspended inside Python, by job name ("File ..., line ..." as
 /// traceback.format_stack gives it, innermost last).
 std::map<std::string, std::string> suspended_python_stacks();

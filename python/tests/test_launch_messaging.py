@@ -33,3 +33,21 @@ def test_zmq_patterns_and_asyncio_streams_between_processes():
     for _ in range(2):
         again = launch()
         assert (again.stdout, again.stderr) == (done.stdout, done.stderr)
+
+
+def test_udp_sockets_give_the_simulated_hosts_address_and_refuse_datagrams():
+    """vLLM's get_ip (a UDP socket connected to 8.8.8.8, then getsockname) gives the program's
+    simulated host; a datagram fails with EOPNOTSUPP and one line on stderr naming the call,
+    rather than leaving the world or waiting in real time."""
+    program = os.path.join(os.path.dirname(__file__), "launch_programs", "own_address.py")
+    done = subprocess.run([sys.executable, "-m", "kvsim.launch", "--timeout", "60", "--hosts",
+                           "10.1.0.5", "--", "python3", program],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout.splitlines()
+    assert out == ["[p0] get_ip 10.1.0.5 ('8.8.8.8', 80)", "[p0] send ENOTSUP",
+                   "[p0] bound ('0.0.0.0', 5555)", "[p0] recvfrom ENOTSUP",
+                   "[p0] bind elsewhere EADDRNOTAVAIL", "[p0] ipv6 ENETUNREACH"], out
+    said = [x for x in done.stderr.splitlines() if "UDP socket" in x]
+    assert said == ["[p0] kvsim launch: send on a UDP socket: datagrams are not simulated "
+                    "(connect, bind and getsockname are); the call fails with EOPNOTSUPP"]

@@ -101,26 +101,3 @@ def test_bad_link_events_name_the_argument_and_change_nothing(world, args, argum
         world.schedule_link_event(*args)
     assert argument in str(e.value) and rule in str(e.value)
     assert world.inventory()["open_batches"] == 0
-
-
-def test_killing_a_process_names_a_bad_one_and_frees_what_it_held(world):
-    """World.kill_process (a fault campaign's process_killed): an unknown process is a
-    ValueError naming the argument; a killed one's memory is freed and its jobs never run."""
-    with pytest.raises(ValueError) as e:
-        world.kill_process(42, "test")
-    assert "process" in str(e.value)
-    victim = world.add_process("victim", 0, [0])
-    ran = []
-
-    def program():
-        kvsim.alloc(0, 1 << 20)
-        kvsim.sleep(0.001)
-        ran.append("after the kill")  # never: killed while it slept
-
-    kvsim._core.spawn_process(victim, program, "victim")
-    kvsim.sleep(0.0005)
-    assert sum(world.inventory()["memory_bytes"]) == 1 << 20
-    world.kill_process(victim, "test")
-    kvsim.sleep(0.002)
-    assert ran == [] and sum(world.inventory()["memory_bytes"]) == 0
-    assert world.inventory()["live_jobs"] == 0

@@ -1,11 +1,14 @@
 // Probes what a launched program sees of simulated time and the simulated hosts' network
 // (launch_programs_test.py): clocks and sleeps of every kind, a thread, a spinning clock loop,
-// TCP sockets and their errors, and a real UDP socket in the launch's network namespace.
+// TCP sockets and their errors, a UDP datagram (refused), and a real one, sent past the shim,
+// in the launch's network namespace.
 //   probe LOCAL_IP OTHER_HOST_IP
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -119,8 +122,10 @@ void sockets(const std::string& ip, const std::string& other) {
 
   const int udp = socket(AF_INET, SOCK_DGRAM, 0);
   const ssize_t sent = sendto(udp, "x", 1, 0, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  std::printf("real UDP to 8.8.8.8: %s\n",
-              sent == 1 ? "sent (NOT ISOLATED)" : std::strerror(errno));
+  std::printf("UDP to 8.8.8.8: %s\n", sent == 1 ? "sent (NOT REFUSED)" : std::strerror(errno));
+  // The same datagram past the shim (a raw system call) meets the launch's network namespace.
+  const long raw = syscall(SYS_sendto, udp, "x", 1, 0, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  std::printf("real UDP to 8.8.8.8: %s\n", raw == 1 ? "sent (NOT ISOLATED)" : std::strerror(errno));
   close(udp);
 
   const int listener = tcp();

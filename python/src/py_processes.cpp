@@ -1,4 +1,4 @@
-#include "python/src/py_hosting.h"
+#include "python/src/py_processes.h"
 
 #include <pybind11/stl.h>
 
@@ -31,7 +31,7 @@ int end_dists_of(WorldBox& b, int process, End end) {
 
 }  // namespace
 
-void bind_hosting(py::module_& m) {
+void bind_processes(py::module_& m) {
   auto world =
       py::reinterpret_borrow<py::class_<WorldBox, std::shared_ptr<WorldBox>>>(m.attr("World"));
   world
@@ -95,31 +95,7 @@ void bind_hosting(py::module_& m) {
           },
           "process"_a, "why"_a,
           "Abandons the initialized LLMDataDists of a host process whose OS process ended: its "
-          "peers learn of it as of a dead process. Returns how many.")
-      .def(
-          "kill_process",
-          [](std::shared_ptr<WorldBox> b, int process, const std::string& why) {
-            sim::SystemcPlatform& platform = live(b).platform();
-            try {
-              (void)platform.process(process);
-            } catch (const std::out_of_range& e) {
-              throw impl::ValueError("process", e.what());
-            }
-            if (platform.current_process() == process) {
-              throw impl::ValueError("process", "a process cannot be killed from its own job");
-            }
-            // Its peers learn of it as of a dead process.
-            end_dists_of(*b, process, [&why](impl::LLMDataDist& d) { d.abandon(why); });
-            platform.kill_process(process);
-          },
-          "process"_a, "why"_a,
-          "Kills a host process as SIGKILL would (a fault): its jobs never run again, its "
-          "LLMDataDists are abandoned without a word to their peers, its memory is freed.");
-  m.def(
-      "current_process", [] { return live(current_world()).platform().current_process(); },
-      "The host process whose code runs (0: the script itself).");
-  m.def("_set_process_switch", &set_process_switch, "callback"_a,
-        "callback(process) runs whenever the process whose Python code runs changes.");
+          "peers learn of it as of a dead process. Returns how many.");
 }
 
 }  // namespace kvsim::python
