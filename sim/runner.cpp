@@ -106,6 +106,7 @@ class Run {
         static_cast<std::int64_t>(s_.model.kv_elements_per_token(s_.tensor_parallel));
     if (s_.paged) {
       blocks_ = static_cast<std::int64_t>((max_tokens_ + s_.block_tokens - 1) / s_.block_tokens);
+      if (s_.block_order == BlockOrder::kVllm) ++blocks_;  // vLLM's null block 0
       desc_ = impl::CacheDesc(2 * s_.model.layers,
                               {blocks_, static_cast<std::int64_t>(s_.block_tokens), elems},
                               data_type_of(s_.dtype));
@@ -161,12 +162,12 @@ class Run {
     result_.line_rate = ls.bandwidth;
   }
 
-  // A fresh, deterministic block table of `n` blocks out of the cache's `blocks_`: PA caches
-  // fragment over time, so consecutive ids are the exception, unless the scenario says the cache
-  // is fresh (cache.block_table: sequential).
+  // The block table a fresh engine's allocator gives a request of `n` blocks (cache.block_table:
+  // vLLM's 1, 2, ..., n by default, which merge into one run per tensor), deterministically: the
+  // serving runner's allocator on an empty cache, so both draw the same tables. A serving study
+  // (sim/serving) lets the pool fragment as requests come and go.
   std::vector<std::int64_t> block_table(std::uint64_t n, std::uint64_t seed) const {
-    // The serving runner's allocator on an empty cache, so both draw the same tables.
-    return *serving::BlockPool(blocks_, s_.sequential_blocks).allocate(n, seed);
+    return *serving::BlockPool(blocks_, s_.block_order).allocate(n, seed);
   }
 
   void serve() {

@@ -278,10 +278,15 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       s.block_tokens = static_cast<std::uint32_t>(c.integer("block_tokens", 1, 65536));
       if (c.has("block_table")) {
         const std::string order = c.text("block_table");
-        if (order != "scattered" && order != "sequential") {
-          c.fail_key("block_table", "must be scattered or sequential");
+        if (order == "vllm") {
+          s.block_order = BlockOrder::kVllm;
+        } else if (order == "sequential") {
+          s.block_order = BlockOrder::kSequential;
+        } else if (order == "scattered") {
+          s.block_order = BlockOrder::kScattered;
+        } else {
+          c.fail_key("block_table", "must be vllm, sequential or scattered");
         }
-        s.sequential_blocks = order == "sequential";
       }
     } else if (layout != "contiguous") {
       c.fail_key("layout", "must be contiguous or paged");

@@ -12,6 +12,7 @@
 #include "model/fabric.h"
 #include "model/preset.h"
 #include "sim/llm_model.h"
+#include "sim/serving/block_pool.h"
 #include "sim/serving/workload.h"
 
 namespace kvsim::sim {
@@ -73,9 +74,8 @@ struct Scenario {
   std::string dtype = "bf16";
   bool paged = false;
   std::uint32_t block_tokens = 0;  ///< paged only
-  /// Paged only: a request's blocks in order (a fresh cache serving one request at a time, where
-  /// consecutive blocks merge into runs) rather than scattered (a fragmented cache, the default).
-  bool sequential_blocks = false;
+  /// Paged only: how the engine hands out block ids (cache.block_table; default vLLM's queue).
+  BlockOrder block_order = BlockOrder::kVllm;
   std::vector<Request> requests;
   std::optional<model::SimTime> layer_time;  ///< given per-layer prefill time, else computed
   double device_tflops = 0;                  ///< dense TFLOPS of one device

@@ -12,9 +12,10 @@ AXES=(--set hardware.scale_out.bandwidth=100Gb/s,200Gb/s,400Gb/s --set cache.blo
 # How the study's answer depends on the preset's inferred parameters: the report's last panel.
 ./build/sim/kvsim sensitivity scenarios/library/a2-llama70b-roce.yaml "${AXES[@]}" \
   -o out/default-study/sensitivity
-# The same question at cluster scale: a 2P2D A2 cluster on a slice of the Mooncake trace.
-./build/sim/kvsim sweep scenarios/serving/a2-2p2d-mooncake.yaml \
-  --set hardware.scale_out.bandwidth=100Gb/s,200Gb/s,400Gb/s --set workload.trace.window.to=60s \
+# The same question at cluster scale: a 2P2D A2 cluster on a slice of the Mooncake trace, whose
+# vLLM block pools fragment as requests come and go (a single request gets a fresh engine's runs).
+./build/sim/kvsim sweep scenarios/serving/a2-2p2d-mooncake.yaml "${AXES[@]}" \
+  --set workload.trace.window.to=60s \
   -o out/default-study/serving
 ./build/sim/kvsim sweep scenarios/library/a2-llama70b-roce.yaml "${AXES[@]}" -o out/default-study "$@"
 ./build/sim/kvsim run scenarios/library/a2-llama70b-roce.yaml -q -o out/default-study/baseline

@@ -156,7 +156,7 @@ class Serving {
       k.cluster = first_cluster + static_cast<std::uint64_t>(r);
       k.dist = std::make_unique<impl::LLMDataDist>(platform(), world_.directory(), role, k.cluster);
     }
-    inst.pool = std::make_unique<BlockPool>(blocks_, s_.sequential_blocks);
+    inst.pool = std::make_unique<BlockPool>(blocks_, s_.block_order);
   }
 
   void init_rank(RankEngine& k, const std::string& name, bool listen) {
@@ -178,10 +178,12 @@ class Serving {
       longest = std::max(longest, q.prompt_tokens + std::max<std::uint64_t>(q.output_tokens, 1));
     }
     blocks_ = cache_blocks(spec);
-    if (blocks_for(longest) > static_cast<std::uint64_t>(blocks_)) {
+    // vLLM's null block 0 is never handed out.
+    const std::int64_t usable = s_.block_order == BlockOrder::kVllm ? blocks_ - 1 : blocks_;
+    if (blocks_for(longest) > static_cast<std::uint64_t>(std::max<std::int64_t>(usable, 0))) {
       throw std::runtime_error("serving: a request of " + std::to_string(longest) +
                                " tokens needs " + std::to_string(blocks_for(longest)) +
-                               " blocks but a cache holds " + std::to_string(blocks_) +
+                               " blocks but a cache holds " + std::to_string(usable) +
                                " (serving.cache_blocks or a shorter workload.trace cap)");
     }
     desc_ = impl::CacheDesc(2 * s_.model.layers,

@@ -56,9 +56,13 @@ TEST_P(OneInFlight, ServingRunnerGivesTheSingleRequestRunnersTimes) {
       parse_scenario(base + "placement: {prompt_node: 0, decode_node: 1}\n", "<single>");
   std::uint64_t longest = 0;
   for (const Request& q : single.requests) longest = std::max(longest, q.prompt_tokens);
+  // vLLM's queue hands each request fresh ids (as the single-request runner's fresh engine
+  // does) while the cache has never-used blocks: room for all four, plus the null block.
+  const std::uint64_t blocks =
+      GetParam().table == "vllm" ? 4 * ((longest + 127) / 128) + 1 : (longest + 127) / 128;
   const Scenario served = parse_scenario(
       base + "instances: {prefill: 1 x TP8, decode: 1 x TP8}\nserving: {cache_blocks: " +
-          std::to_string((longest + 127) / 128) + "}\n",
+          std::to_string(blocks) + "}\n",
       "<served>");
   const RunResult a = run_scenario(single, kNoTrace);
   const RunResult b = run_scenario(served, kNoTrace);
@@ -83,7 +87,9 @@ TEST_P(OneInFlight, ServingRunnerGivesTheSingleRequestRunnersTimes) {
 INSTANTIATE_TEST_SUITE_P(Serving, OneInFlight,
                          ::testing::Values(Case{"layerwise", "scattered"},
                                            Case{"layerwise", "sequential"},
-                                           Case{"pull_blocks", "scattered"}),
+                                           Case{"layerwise", "vllm"},
+                                           Case{"pull_blocks", "scattered"},
+                                           Case{"pull_blocks", "vllm"}),
                          [](const auto& p) { return p.param.method + "_" + p.param.table; });
 
 // A small model with a fixed layer time: every prefill batch of one request takes D = 10 ms.
@@ -246,11 +252,11 @@ TEST(Serving, ARequestLargerThanACacheIsRejectedBeforeItRuns) {
 }
 
 TEST(BlockPool, ScatteredDrawsArePrefixesAndSequentialTakesTheLowestIds) {
-  serving::BlockPool a(100, false), b(100, false);
+  serving::BlockPool a(100, BlockOrder::kScattered), b(100, BlockOrder::kScattered);
   const auto ten = *a.allocate(10, 5);
   const auto four = *b.allocate(4, 5);
   EXPECT_TRUE(std::equal(four.begin(), four.end(), ten.begin()));
-  serving::BlockPool seq(10, true);
+  serving::BlockPool seq(10, BlockOrder::kSequential);
   EXPECT_EQ(*seq.allocate(3, 0), (std::vector<std::int64_t>{0, 1, 2}));
   seq.release({1});
   EXPECT_EQ(*seq.allocate(2, 0), (std::vector<std::int64_t>{1, 3}));
@@ -258,7 +264,7 @@ TEST(BlockPool, ScatteredDrawsArePrefixesAndSequentialTakesTheLowestIds) {
   EXPECT_EQ(seq.free_blocks(), 6);
   EXPECT_THROW(seq.release({9}), std::logic_error);  // never handed out
   // Every id once: draws and releases keep the pool a set.
-  serving::BlockPool p(64, false);
+  serving::BlockPool p(64, BlockOrder::kScattered);
   std::vector<std::int64_t> all;
   for (int i = 0; i < 8; ++i) {
     const auto got = *p.allocate(8, static_cast<std::uint64_t>(i));
@@ -266,6 +272,26 @@ TEST(BlockPool, ScatteredDrawsArePrefixesAndSequentialTakesTheLowestIds) {
   }
   std::sort(all.begin(), all.end());
   for (std::int64_t i = 0; i < 64; ++i) EXPECT_EQ(all[static_cast<std::size_t>(i)], i);
+}
+
+TEST(BlockPool, VllmHandsOutFreshIdsFromOneAndReusesFreedOnesLastBlockFirst) {
+  // vllm/v1/core/block_pool.py: block 0 is the null block; a fresh queue gives 1, 2, 3, ...;
+  // a finished request's blocks go to the tail in reverse table order.
+  serving::BlockPool p(8, BlockOrder::kVllm);
+  EXPECT_EQ(p.free_blocks(), 7);
+  EXPECT_EQ(*p.allocate(3, 0), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(*p.allocate(2, 0), (std::vector<std::int64_t>{4, 5}));
+  p.release({1, 2, 3});
+  EXPECT_EQ(*p.allocate(4, 0), (std::vector<std::int64_t>{6, 7, 3, 2}));
+  EXPECT_EQ(p.free_blocks(), 1);
+  EXPECT_FALSE(p.allocate(2, 0));
+  EXPECT_THROW(p.release({0}), std::logic_error);  // the null block is never handed out
+  EXPECT_THROW(p.release({1}), std::logic_error);  // free already
+  // A repeated id is refused whole: the pool is left as it was.
+  EXPECT_THROW(p.release({6, 6}), std::logic_error);
+  EXPECT_EQ(p.free_blocks(), 1);
+  p.release({6, 7});
+  EXPECT_EQ(*p.allocate(3, 0), (std::vector<std::int64_t>{1, 7, 6}));
 }
 
 TEST(Percentiles, NearestRank) {
