@@ -14,6 +14,8 @@ struct Fabric::Chunk {
   std::size_t count = 0;
   std::uint64_t bytes = 0;
   bool opens_batch = false;  ///< pays the batch setup time
+  SimTime cost = 0;          ///< its descriptors' processing time (each at its route's cost)
+  bool serial = false;       ///< a route of it does not overlap processing with data
   int pending_flows = 0;
   bool sending = false;
   SimTime processing_start = 0;
@@ -144,7 +146,23 @@ std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descrip
     c->first = first;
     c->count = std::min(per_chunk, descriptors.size() - first);
     c->opens_batch = first == 0;
-    for (std::size_t i = first; i < first + c->count; ++i) c->bytes += descriptors[i].length;
+    // Each descriptor costs what its route's path charges (Topology::apply_path); consecutive
+    // descriptors mostly share a memory pair, so the last route is reused.
+    MemoryId last_src{UINT32_MAX}, last_dst{UINT32_MAX};
+    const Route* r = nullptr;
+    for (std::size_t i = first; i < first + c->count; ++i) {
+      c->bytes += descriptors[i].length;
+      MemoryId src, dst;
+      topology_->memory_at(descriptors[i].src_addr, &src);
+      topology_->memory_at(descriptors[i].dst_addr, &dst);
+      if (r == nullptr || src != last_src || dst != last_dst) {
+        r = &route(src, dst, e);
+        last_src = src;
+        last_dst = dst;
+      }
+      c->cost += r->descriptor_cost;
+      c->serial = c->serial || !r->overlap;
+    }
     b->outcome.bytes += c->bytes;
     e.queue.push_back(c.get());
     b->chunks.push_back(std::move(c));
@@ -205,10 +223,15 @@ void Fabric::wake_at(SimTime at) {
 void Fabric::try_process(Engine& e) {
   while (e.processing == nullptr && !e.queue.empty()) {
     Chunk* c = e.queue.front();
+    if (c->batch->failed) {
+      e.queue.pop_front();
+      continue;
+    }
+    // A serial path processes a chunk only once the engine's earlier bytes have left.
+    if (c->serial && (e.in_flight > 0 || e.blocked != nullptr)) return;
     e.queue.pop_front();
-    if (c->batch->failed) continue;
     const DmaSpec& dma = topology_->spec().dma;
-    const SimTime cost = (c->opens_batch ? dma.batch_setup : 0) + c->count * dma.descriptor_cost;
+    const SimTime cost = (c->opens_batch ? dma.batch_setup : 0) + c->cost;
     e.processing = c;
     c->processing_start = now();
     Action a(Action::Kind::kDescriptorsDone);

@@ -58,11 +58,14 @@ struct LinkEvent {
 ///
 /// Timing of a batch of N descriptors on an engine (DESIGN.md, "The model"): it waits for the
 /// engine's descriptor processor; the processor spends `batch_setup` once, then processes the
-/// batch in chunks of `chunk_descriptors`, each costing count x `descriptor_cost`. A processed
+/// batch in chunks of `chunk_descriptors`, each descriptor costing its route's path cost
+/// (Route::descriptor_cost: the tier's read or write cost, else `descriptor_cost`). A processed
 /// chunk's bytes then flow over its route (max-min shared with every other active flow) while the
 /// processor goes on with the next chunk, up to `queue_depth` chunks in flight per engine. A chunk
 /// lands one route latency after its last byte left. On an idle path a batch of at most one chunk
-/// thus takes exactly setup + N x descriptor_cost + bytes / bottleneck + latency.
+/// thus takes exactly setup + N x descriptor_cost + bytes / bottleneck + latency. On a path
+/// without overlap (PathSpec::overlap) a chunk is processed only after the engine's earlier
+/// bytes have left, so every chunk adds its processing to its bytes.
 ///
 /// Faults: when a link goes down, every chunk with bytes in flight over it stops, its batch's
 /// queued chunks are dropped, and the batch fails `fault_detection_time` later. Exactly the chunks

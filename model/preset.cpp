@@ -21,7 +21,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-LinkSpec read_link(YamlReader r, bool has_shape) {
+// A route class's own descriptor costs, efficiencies and overlap (PathSpec); each key optional.
+void read_path(YamlReader& r, PathSpec& p, bool with_efficiency) {
+  if (r.has("descriptor_cost")) p.descriptor_cost = r.time("descriptor_cost");
+  if (r.has("read_descriptor_cost")) p.read_descriptor_cost = r.time("read_descriptor_cost");
+  if (with_efficiency && r.has("efficiency")) p.efficiency = r.real("efficiency", 0, 1);
+  if (r.has("read_efficiency")) p.read_efficiency = r.real("read_efficiency", 0, 1);
+  if (r.has("overlap")) p.overlap = r.boolean("overlap");
+}
+
+LinkSpec read_link(YamlReader r, bool has_shape, PathSpec* remote = nullptr) {
   LinkSpec l;
   l.type = r.parsed<LinkType>("type", link_type_from_string);
   if (has_shape) {
@@ -34,6 +43,12 @@ LinkSpec read_link(YamlReader r, bool has_shape) {
   l.bandwidth = r.rate("bandwidth");
   l.latency = r.time("latency");
   l.efficiency = r.real("efficiency", 0, 1);
+  read_path(r, l.path, false);
+  if (remote != nullptr && r.has("remote")) {
+    YamlReader rr = r.child("remote");
+    read_path(rr, *remote, true);
+    rr.finish();
+  }
   return l;
 }
 
@@ -90,7 +105,7 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
     s.dma.queue_depth = static_cast<int>(dma.integer("queue_depth", 1, 1024));
     s.dma.bandwidth = dma.rate("bandwidth");
   }
-  s.scale_up = read_link(top.child("scale_up"), true);
+  s.scale_up = read_link(top.child("scale_up"), true, &s.scale_up_remote);
   s.scale_out = read_link(top.child("scale_out"), false);
   if (top.has("fabric")) {
     YamlReader f = top.child("fabric");

@@ -53,7 +53,33 @@ void check_link(const LinkSpec& l, const char* what) {
   }
 }
 
+void check_path(const PathSpec& p, const std::string& what) {
+  for (const auto& [e, key] :
+       {std::pair{p.efficiency, "efficiency"}, std::pair{p.read_efficiency, "read_efficiency"}}) {
+    if (e && !(*e > 0 && *e <= 1)) {
+      throw ModelError(ErrorKind::kInvalidArgument,
+                       what + "." + key + " must be in (0, 1], got " + std::to_string(*e));
+    }
+  }
+}
+
 }  // namespace
+
+const char* to_string(PathTier tier) {
+  switch (tier) {
+    case PathTier::kLocal:
+      return "local";
+    case PathTier::kHost:
+      return "host";
+    case PathTier::kScaleUp:
+      return "scale_up";
+    case PathTier::kScaleUpRemote:
+      return "scale_up.remote";
+    case PathTier::kScaleOut:
+      return "scale_out";
+  }
+  return "?";
+}
 
 const char* to_string(LinkType type) {
   switch (type) {
@@ -102,6 +128,10 @@ void TopologySpec::validate() const {
   check_link(scale_up, "scale_up");
   check_link(scale_out, "scale_out");
   check_link(host_link, "host_link");
+  check_path(scale_up.path, "scale_up");
+  check_path(scale_out.path, "scale_out");
+  check_path(host_link.path, "host_link");
+  check_path(scale_up_remote, "scale_up.remote");
   require(!(scale_up.shape == FabricShape::kMesh && scale_up_nodes > 1),
           "scale_up.shape mesh joins the devices of one node only: scale_up_nodes must be 1");
   require(static_cast<std::uint64_t>(nodes) * devices_per_node < (kHostBase / kMemoryStride) - 1,
@@ -301,11 +331,12 @@ void Topology::append_link(Route& r, std::uint32_t link, bool forward) const {
   r.latency += l.latency;
 }
 
-void Topology::route_devices(Route& r, int a, int b) const {
-  if (a == b) return;
+PathTier Topology::route_devices(Route& r, int a, int b) const {
+  if (a == b) return PathTier::kLocal;
   const int dpn = spec_.devices_per_node;
   const bool same_domain = node_of(a) / spec_.scale_up_nodes == node_of(b) / spec_.scale_up_nodes;
   if (same_domain && !spec_.scale_up_over_scale_out) {
+    const PathTier tier = node_of(a) == node_of(b) ? PathTier::kScaleUp : PathTier::kScaleUpRemote;
     if (spec_.scale_up.shape == FabricShape::kMesh) {
       const int i = std::min(a, b) % dpn, j = std::max(a, b) % dpn;
       const int pairs_per_node = dpn * (dpn - 1) / 2;
@@ -318,7 +349,7 @@ void Topology::route_devices(Route& r, int a, int b) const {
       r.uses.push_back({links_[pb].backward, 1.0});
       r.links.push_back(pb);  // the switch adds no latency of its own: counted once per path
     }
-    return;
+    return tier;
   }
   const std::uint32_t na = nics_[static_cast<std::size_t>(nic_of(a))];
   const std::uint32_t nb = nics_[static_cast<std::size_t>(nic_of(b))];
@@ -342,6 +373,7 @@ void Topology::route_devices(Route& r, int a, int b) const {
   }
   r.uses.push_back({links_[nb].backward, 1.0});
   r.links.push_back(nb);
+  return PathTier::kScaleOut;
 }
 
 int Topology::nic_of(int device) const {
@@ -358,6 +390,7 @@ Route Topology::route(MemoryId src, MemoryId dst, int engine_device, int engine)
   const MemoryInfo& s = memory_info_.at(src.index);
   const MemoryInfo& d = memory_info_.at(dst.index);
   Route r;
+  r.descriptor_cost = spec_.dma.descriptor_cost;
   if (src == dst) {
     r.uses.push_back({s.port, 2.0});  // a local copy reads and writes the same memory
   } else {
@@ -376,9 +409,60 @@ Route Topology::route(MemoryId src, MemoryId dst, int engine_device, int engine)
   const int a = s.device >= 0 ? s.device : proxy(s, d);
   const int b = d.device >= 0 ? d.device : proxy(d, s);
   if (s.device < 0) append_link(r, pcie_[static_cast<std::size_t>(a)], true);
-  route_devices(r, a, b);
+  r.tier = route_devices(r, a, b);
   if (d.device < 0) append_link(r, pcie_[static_cast<std::size_t>(b)], false);
+  if (r.tier == PathTier::kLocal && (s.device < 0 || d.device < 0)) r.tier = PathTier::kHost;
+  // A read (a pull): the engine is on the destination's side, not the source's.
+  const bool engine_at_dst =
+      d.device == engine_device || (d.device < 0 && d.node == node_of(engine_device));
+  apply_path(r, s.device != engine_device && engine_at_dst);
   return r;
+}
+
+void Topology::apply_path(Route& r, bool read) const {
+  r.read = read;
+  const LinkSpec* link = nullptr;  // the tier's links, whose efficiency the path may replace
+  const PathSpec* path = nullptr;
+  switch (r.tier) {
+    case PathTier::kLocal:
+      break;
+    case PathTier::kHost:
+      link = &spec_.host_link;
+      path = &spec_.host_link.path;
+      break;
+    case PathTier::kScaleUp:
+      link = &spec_.scale_up;
+      path = &spec_.scale_up.path;
+      break;
+    case PathTier::kScaleUpRemote:
+      link = &spec_.scale_up;
+      path = &spec_.scale_up_remote;
+      break;
+    case PathTier::kScaleOut:
+      link = &spec_.scale_out;
+      path = &spec_.scale_out.path;
+      break;
+  }
+  if (path == nullptr) return;
+  const std::optional<SimTime> write_cost = path->descriptor_cost;
+  const std::optional<SimTime> cost =
+      read && path->read_descriptor_cost ? path->read_descriptor_cost : write_cost;
+  if (cost) r.descriptor_cost = *cost;
+  r.overlap = path->overlap;
+  const double write_eff = path->efficiency.value_or(link->efficiency);
+  const double eff = read ? path->read_efficiency.value_or(write_eff) : write_eff;
+  if (eff == link->efficiency) return;
+  // A link's capacity is its nominal bandwidth x the link's efficiency; a flow that reaches a
+  // different share weighs link efficiency / path efficiency on it.
+  const bool host_tier = r.tier == PathTier::kHost;
+  for (const std::uint32_t l : r.links) {
+    if ((links_[l].type == LinkType::kPcie) != host_tier) continue;
+    for (FluidNetwork::Use& u : r.uses) {
+      if (u.resource == links_[l].forward || u.resource == links_[l].backward) {
+        u.weight = link->efficiency / eff;
+      }
+    }
+  }
 }
 
 }  // namespace kvsim::model

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,21 @@ enum class FabricShape {
   kSwitch,  ///< one port per device into a non-blocking switch (A3/CloudMatrix UB, NVSwitch, RoCE)
 };
 
+/// How one class of route processes descriptors and moves bytes, where that differs from the DMA
+/// engine's defaults and its links' efficiency (unset: inherit). Transfers differ by path and
+/// direction on the same wires: HIXL's A2 comm-domain rows cost ~23 us per descriptor over RoCE
+/// and ~12 us over HCCS, A3 reads and writes across a SuperPoD differ by a third
+/// (hicann/hixl benchmarks/performance.md).
+struct PathSpec {
+  std::optional<SimTime> descriptor_cost;       ///< per descriptor, writes (engine at the source)
+  std::optional<SimTime> read_descriptor_cost;  ///< per descriptor, reads (engine at the dest.)
+  std::optional<double> efficiency;             ///< achievable / nominal bandwidth, writes
+  std::optional<double> read_efficiency;        ///< achievable / nominal bandwidth, reads
+  /// False: a chunk's bytes leave before the engine processes the next chunk, so the per-
+  /// descriptor cost adds to the byte time instead of hiding behind it (HIXL's A3 two-node rows).
+  bool overlap = true;
+};
+
 /// One class of link: nominal per-direction bandwidth, one-way latency, achievable fraction.
 struct LinkSpec {
   LinkType type = LinkType::kRoce;
@@ -33,17 +49,29 @@ struct LinkSpec {
   Bandwidth bandwidth = 0;  ///< per direction, per port (switch) or per device pair (mesh)
   SimTime latency = 0;      ///< one way, added once per path segment
   double efficiency = 1.0;  ///< achievable / nominal, in (0, 1]
+  PathSpec path;            ///< descriptor processing on routes whose outermost tier this is
   Bandwidth effective() const { return bandwidth * efficiency; }
 };
 
+/// The outermost kind of hop of a route, which decides its PathSpec.
+enum class PathTier {
+  kLocal,          ///< within one memory
+  kHost,           ///< host memory and a device of its node (PCIe)
+  kScaleUp,        ///< between devices of one node over the scale-up links
+  kScaleUpRemote,  ///< between nodes of one scale-up domain (A3 SuperPoD, CloudMatrix UB plane)
+  kScaleOut,       ///< between scale-up domains over NICs
+};
+const char* to_string(PathTier tier);
+
 /// A DMA engine's cost model (DESIGN.md "per-descriptor cost is real").
 struct DmaSpec {
-  int engines = 1;              ///< independent engines (queues) per device
-  SimTime descriptor_cost = 0;  ///< serial processing time per descriptor
-  SimTime batch_setup = 0;      ///< once per posted batch (doorbell, stream setup)
-  int chunk_descriptors = 32;   ///< descriptors fetched and processed as one unit
-  int queue_depth = 4;          ///< chunks whose data may be in flight at once per engine
-  Bandwidth bandwidth = 0;      ///< data throughput of one engine
+  int engines = 1;  ///< independent engines (queues) per device
+  SimTime descriptor_cost =
+      0;                    ///< serial processing time per descriptor, unless a path sets its own
+  SimTime batch_setup = 0;  ///< once per posted batch (doorbell, stream setup)
+  int chunk_descriptors = 32;  ///< descriptors fetched and processed as one unit
+  int queue_depth = 4;         ///< chunks whose data may be in flight at once per engine
+  Bandwidth bandwidth = 0;     ///< data throughput of one engine
 };
 
 /// A preset value that was fitted or inferred ([I]), with the range it could plausibly take
@@ -85,6 +113,9 @@ struct TopologySpec {
   LinkSpec scale_out;     ///< between domains, per NIC (RoCE, InfiniBand)
   ScaleOutFabric fabric;  ///< NIC sharing and leaf-spine switches
   LinkSpec host_link;     ///< host memory to device (PCIe)
+  /// Routes between nodes of one scale-up domain (scale_up.remote): the scale-up links, at this
+  /// path's costs and efficiency.
+  PathSpec scale_up_remote;
   bool scale_up_over_scale_out =
       false;  ///< route intra-domain traffic over NICs (HCCL_INTRA_ROCE_ENABLE)
   SimTime fault_detection_time = kMs;  ///< a batch on a downed link fails this long after the fault
@@ -123,6 +154,10 @@ struct Route {
   std::vector<FluidNetwork::Use> uses;
   std::vector<std::uint32_t> links;  ///< indices into Topology::links()
   SimTime latency = 0;
+  PathTier tier = PathTier::kLocal;
+  bool read = false;            ///< the engine is on the destination's side (a pull)
+  SimTime descriptor_cost = 0;  ///< per descriptor on this route, in this direction
+  bool overlap = true;          ///< PathSpec::overlap of the route's tier
 };
 
 /// The built machine: memories, engines and links as FluidNetwork resources, and routes.
@@ -174,7 +209,11 @@ class Topology {
   };
   std::uint32_t add_link(std::string name, LinkType type, const LinkSpec& spec);
   void append_link(Route& r, std::uint32_t link, bool forward) const;
-  void route_devices(Route& r, int a, int b) const;
+  /// Appends the links from device a to device b and says which tier they are.
+  PathTier route_devices(Route& r, int a, int b) const;
+  /// Sets the route's direction, descriptor cost, overlap and per-link weights from its tier's
+  /// PathSpec.
+  void apply_path(Route& r, bool read) const;
 
   TopologySpec spec_;
   FluidNetwork& net_;

@@ -16,11 +16,17 @@ using testing::FabricFixture;
 
 class FabricTest : public FabricFixture {};
 
+using testing::path_cost;
+using testing::path_share;
+
 // Expected idle-path time of one batch of at most one chunk, from the spec's numbers alone.
 SimTime idle_time(const TopologySpec& s, std::size_t descriptors, double bytes,
+                  Bandwidth bottleneck, SimTime latency, SimTime cost) {
+  return s.dma.batch_setup + descriptors * cost + transfer_time(bytes, bottleneck) + latency;
+}
+SimTime idle_time(const TopologySpec& s, std::size_t descriptors, double bytes,
                   Bandwidth bottleneck, SimTime latency) {
-  return s.dma.batch_setup + descriptors * s.dma.descriptor_cost +
-         transfer_time(bytes, bottleneck) + latency;
+  return idle_time(s, descriptors, bytes, bottleneck, latency, s.dma.descriptor_cost);
 }
 
 struct IdleCase {
@@ -36,23 +42,35 @@ class IdlePath : public FabricTest, public ::testing::WithParamInterface<IdleCas
 TEST_P(IdlePath, CompletesAtLatencyPlusSetupPlusDescriptorsPlusBytesOverBottleneck) {
   const IdleCase& c = GetParam();
   const TopologySpec s = load_preset(c.preset, c.overrides);
-  // The bottleneck and latency, from the preset's definitions (not from Route).
+  // The bottleneck, latency and per-descriptor cost, from the preset's definitions (not from
+  // Route). The engine is the destination's: every case but the local copy is a read.
   Bandwidth bottleneck = s.dma.bandwidth;
   SimTime latency = 0;
+  SimTime cost = s.dma.descriptor_cost;
   const int dpn = s.devices_per_node;
   const bool same_domain = c.src_device >= 0 && c.src_device / dpn / s.scale_up_nodes ==
                                                     c.dst_device / dpn / s.scale_up_nodes;
+  const bool same_node = c.src_device >= 0 && c.src_device / dpn == c.dst_device / dpn;
   if (c.src_device < 0) {
-    bottleneck = std::min({bottleneck, s.host_link.effective(), s.host_bandwidth, s.hbm_bandwidth});
+    bottleneck = std::min({bottleneck,
+                           s.host_link.bandwidth * path_share(s.host_link, s.host_link.path, true),
+                           s.host_bandwidth, s.hbm_bandwidth});
     latency = s.host_link.latency;
+    cost = path_cost(s, s.host_link.path, true);
   } else if (c.src_device == c.dst_device) {
     bottleneck = std::min(bottleneck, s.hbm_bandwidth / 2);  // reads and writes the same HBM
   } else if (same_domain) {
-    bottleneck = std::min({bottleneck, s.scale_up.effective(), s.hbm_bandwidth});
+    const PathSpec& p = same_node ? s.scale_up.path : s.scale_up_remote;
+    bottleneck = std::min(
+        {bottleneck, s.scale_up.bandwidth * path_share(s.scale_up, p, true), s.hbm_bandwidth});
     latency = s.scale_up.latency;
+    cost = path_cost(s, p, true);
   } else {
-    bottleneck = std::min({bottleneck, s.scale_out.effective(), s.hbm_bandwidth});
+    bottleneck = std::min({bottleneck,
+                           s.scale_out.bandwidth * path_share(s.scale_out, s.scale_out.path, true),
+                           s.hbm_bandwidth});
     latency = s.scale_out.latency;
+    cost = path_cost(s, s.scale_out.path, true);
   }
   for (std::size_t n :
        {std::size_t{1}, std::size_t{7}, static_cast<std::size_t>(s.dma.chunk_descriptors)}) {
@@ -67,7 +85,8 @@ TEST_P(IdlePath, CompletesAtLatencyPlusSetupPlusDescriptorsPlusBytesOverBottlene
       sc_core::sc_start();
       ASSERT_TRUE(out.has_value());
       ASSERT_TRUE(out->ok) << out->error;
-      EXPECT_EQ(out->finished, idle_time(s, n, static_cast<double>(n * block), bottleneck, latency))
+      EXPECT_EQ(out->finished,
+                idle_time(s, n, static_cast<double>(n * block), bottleneck, latency, cost))
           << c.name << " n=" << n << " block=" << block;
     }
   }
@@ -102,8 +121,8 @@ TEST_F(FabricTest, EqualFlowsOnOneLinkEachTakeKTimesTheSingleFlowDataTime) {
       post_blocks({i, 0}, a, b, bytes, 1, outs[static_cast<std::size_t>(i)]);
     }
     sc_core::sc_start();
-    const SimTime fixed =
-        spec_.dma.batch_setup + spec_.dma.descriptor_cost + spec_.scale_out.latency;
+    const SimTime fixed = spec_.dma.batch_setup + path_cost(spec_, spec_.scale_out.path, false) +
+                          spec_.scale_out.latency;
     for (const auto& o : outs) {
       ASSERT_TRUE(o && o->ok);
       const SimTime data = o->finished - fixed;
@@ -171,7 +190,7 @@ TEST_F(FabricTest, MaxMinSharingOverTwoLinksOfDifferentBandwidth) {
   }
   sc_core::sc_start();
   for (auto& o : out) ASSERT_TRUE(o && o->ok);
-  const SimTime expected = spec_.dma.batch_setup + spec_.dma.descriptor_cost +
+  const SimTime expected = spec_.dma.batch_setup + path_cost(spec_, spec_.scale_out.path, false) +
                            static_cast<SimTime>(unit * static_cast<double>(kSec)) +
                            spec_.scale_out.latency;
   // Bytes were rounded down to whole bytes: allow a nanosecond; other allocations miss by
@@ -225,6 +244,66 @@ TEST_F(FabricTest, LargeChunkedBatchPipelinesDescriptorProcessingWithData) {
       spec_.scale_up.latency;
   EXPECT_LT(out->finished, serial);
   EXPECT_NEAR(static_cast<double>(out->finished), static_cast<double>(overlapped), 8.0);
+}
+
+TEST_F(FabricTest, ReadsAndWritesTakeTheirPathsCostAndShareOfTheLink) {
+  // A2 HCCS, one chunk: a write (the source's engine) and a read (the destination's) of the
+  // same blocks on an idle mesh link, each at its own per-descriptor cost and bandwidth share.
+  TopologySpec spec = load_preset("atlas-a2");
+  spec.scale_up.path = PathSpec{};
+  spec.scale_up.path.descriptor_cost = 12 * kUs;
+  spec.scale_up.path.read_descriptor_cost = 7 * kUs;
+  spec.scale_up.path.read_efficiency = 0.98;
+  const std::uint64_t block = 256 << 10;
+  const std::size_t n = 8;
+  for (const bool read : {false, true}) {
+    Fabric& f = build_spec(spec);
+    Topology& t = f.topology();
+    const std::uint64_t a = alloc(t.device_memory(0), n * block);
+    const std::uint64_t b = alloc(t.device_memory(3), n * block);
+    std::optional<BatchOutcome> out;
+    post_blocks({read ? 3 : 0, 0}, a, b, block, n, out);
+    sc_core::sc_start();
+    ASSERT_TRUE(out && out->ok) << (out ? out->error : "no outcome");
+    const SimTime cost = read ? 7 * kUs : 12 * kUs;
+    const double share = read ? 0.98 : spec.scale_up.efficiency;
+    EXPECT_EQ(out->finished,
+              spec.dma.batch_setup + n * cost +
+                  transfer_time(static_cast<double>(n * block), spec.scale_up.bandwidth * share) +
+                  spec.scale_up.latency)
+        << (read ? "read" : "write");
+  }
+}
+
+TEST_F(FabricTest, APathWithoutOverlapAddsEachChunksProcessingToItsBytes) {
+  // Two chunks across the UB plane on a path that does not overlap: each chunk is processed,
+  // then sent, then the next is processed; with overlap the second chunk's processing hides.
+  TopologySpec spec = load_preset("cloudmatrix384", {{"nodes", "2"}, {"scale_up_nodes", "2"}});
+  spec.scale_up_remote = PathSpec{};
+  spec.scale_up_remote.descriptor_cost = 4 * kUs;
+  const std::uint64_t block = 1 << 20;
+  const std::size_t n = 2 * static_cast<std::size_t>(spec.dma.chunk_descriptors);
+  const Bandwidth bw = std::min(spec.scale_up.effective(), spec.hbm_bandwidth);
+  const double chunk_bytes = static_cast<double>(n / 2 * block);
+  for (const bool overlap : {false, true}) {
+    spec.scale_up_remote.overlap = overlap;
+    Fabric& f = build_spec(spec);
+    Topology& t = f.topology();
+    const std::uint64_t a = alloc(t.device_memory(0), n * block);
+    const std::uint64_t b = alloc(t.device_memory(16), n * block);
+    std::optional<BatchOutcome> out;
+    post_blocks({0, 0}, a, b, block, n, out);
+    sc_core::sc_start();
+    ASSERT_TRUE(out && out->ok) << (out ? out->error : "no outcome");
+    const SimTime chunk_cost = (n / 2) * 4 * kUs;
+    const SimTime expect = overlap ? spec.dma.batch_setup + chunk_cost +
+                                         2 * transfer_time(chunk_bytes, bw) + spec.scale_up.latency
+                                   : spec.dma.batch_setup +
+                                         2 * (chunk_cost + transfer_time(chunk_bytes, bw)) +
+                                         spec.scale_up.latency;
+    EXPECT_NEAR(static_cast<double>(out->finished), static_cast<double>(expect), 4.0)
+        << (overlap ? "overlap" : "serial");
+  }
 }
 
 TEST_F(FabricTest, SameInputsGiveBitIdenticalTimes) {

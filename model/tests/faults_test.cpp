@@ -89,7 +89,8 @@ TEST_F(FaultsTest, BatchStartingOnADownLinkFailsAfterDetection) {
   EXPECT_FALSE(r.x->ok);
   EXPECT_EQ(r.x->landed_bytes, 0u);
   EXPECT_EQ(r.x->finished, spec_.dma.batch_setup +
-                               spec_.dma.chunk_descriptors * spec_.dma.descriptor_cost +
+                               spec_.dma.chunk_descriptors *
+                                   testing::path_cost(spec_, spec_.scale_out.path, false) +
                                spec_.fault_detection_time);
   EXPECT_TRUE(r.y->ok);
 }
@@ -119,7 +120,7 @@ TEST_F(FaultsTest, DegradedLinkRunsAtTheDegradedRate) {
   sc_core::sc_start();
   ASSERT_TRUE(out && out->ok);
   EXPECT_EQ(out->finished,
-            spec_.dma.batch_setup + spec_.dma.descriptor_cost +
+            spec_.dma.batch_setup + testing::path_cost(spec_, spec_.scale_out.path, false) +
                 transfer_time(static_cast<double>(bytes), 0.25 * spec_.scale_out.effective()) +
                 spec_.scale_out.latency);
 }

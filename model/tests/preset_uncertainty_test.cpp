@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "model/errors.h"
 #include "model/preset.h"
@@ -56,15 +57,20 @@ TEST(PresetUncertainty, EveryInferredValueHasARangeAndASource) {
   }
 }
 
-TEST(PresetUncertainty, TheA2DescriptorCostIsFittedAndRanged) {
+TEST(PresetUncertainty, TheA2DescriptorCostsAreFittedAndRanged) {
   const TopologySpec a2 = load_preset("atlas-a2");
-  const auto it =
-      std::find_if(a2.uncertain.begin(), a2.uncertain.end(),
-                   [](const UncertainParameter& p) { return p.key == "dma.descriptor_cost"; });
-  ASSERT_NE(it, a2.uncertain.end());
-  EXPECT_EQ(it->fitted_to, "hixl-a2");
-  EXPECT_LT(parse_time(it->low), a2.dma.descriptor_cost);
-  EXPECT_GT(parse_time(it->high), a2.dma.descriptor_cost);
+  for (const auto& [key, dataset, value] :
+       {std::tuple{"scale_up.descriptor_cost", "hixl-a2", a2.scale_up.path.descriptor_cost},
+        std::tuple{"scale_out.descriptor_cost", "hixl-a2-roce",
+                   a2.scale_out.path.descriptor_cost}}) {
+    const auto it = std::find_if(a2.uncertain.begin(), a2.uncertain.end(),
+                                 [&](const UncertainParameter& p) { return p.key == key; });
+    ASSERT_NE(it, a2.uncertain.end()) << key;
+    ASSERT_TRUE(value) << key;
+    EXPECT_EQ(it->fitted_to, dataset);
+    EXPECT_LE(parse_time(it->low), *value) << key;
+    EXPECT_GE(parse_time(it->high), *value) << key;
+  }
 }
 
 TEST(PresetUncertainty, ABadSectionNamesFileLineAndKey) {

@@ -13,6 +13,19 @@
 
 namespace kvsim::model::testing {
 
+/// The per-descriptor cost a class of route charges in a direction, restated from PathSpec's
+/// contract: its own read cost for a read, else its write cost, else the engine's.
+inline SimTime path_cost(const TopologySpec& s, const PathSpec& p, bool read) {
+  if (read && p.read_descriptor_cost) return *p.read_descriptor_cost;
+  return p.descriptor_cost.value_or(s.dma.descriptor_cost);
+}
+
+/// The share of a link's nominal bandwidth a class of route reaches in a direction.
+inline double path_share(const LinkSpec& l, const PathSpec& p, bool read) {
+  const double write = p.efficiency.value_or(l.efficiency);
+  return read ? p.read_efficiency.value_or(write) : write;
+}
+
 /// A fabric on a fresh SystemC kernel, built from a preset with overrides.
 class FabricFixture : public ::testing::Test {
  protected:
@@ -27,6 +40,15 @@ class FabricFixture : public ::testing::Test {
     fabric_.reset();
     fresh_kernel();
     spec_ = load_preset(preset, overrides);
+    fabric_ = std::make_unique<Fabric>("fabric", spec_);
+    return *fabric_;
+  }
+
+  /// The same from a spec built by the test.
+  Fabric& build_spec(const TopologySpec& spec) {
+    fabric_.reset();
+    fresh_kernel();
+    spec_ = spec;
     fabric_ = std::make_unique<Fabric>("fabric", spec_);
     return *fabric_;
   }

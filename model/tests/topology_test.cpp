@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include "model/errors.h"
 #include "model/preset.h"
@@ -147,6 +148,87 @@ TEST(Topology, RoutesUseTheRightLinks) {
     }
   }
   EXPECT_EQ(seen.size(), 28u);
+}
+
+TEST(Topology, EachRouteTakesItsTiersPathInItsDirection) {
+  TopologySpec spec = load_preset("cloudmatrix384", {{"nodes", "2"}, {"scale_up_nodes", "2"}});
+  spec.scale_up.path = spec.scale_up_remote = spec.scale_out.path = spec.host_link.path = {};
+  spec.dma.descriptor_cost = 1 * kUs;
+  spec.scale_up.path.descriptor_cost = 2 * kUs;
+  spec.scale_up.path.read_descriptor_cost = 3 * kUs;
+  spec.scale_up_remote.descriptor_cost = 5 * kUs;
+  spec.scale_up_remote.read_efficiency = spec.scale_up.efficiency / 2;
+  spec.scale_up_remote.overlap = false;
+  spec.host_link.path.read_efficiency = spec.host_link.efficiency / 4;
+  FluidNetwork net;
+  const Topology t(spec, net);
+  const MemoryId d0 = t.device_memory(0), d1 = t.device_memory(1), d16 = t.device_memory(16);
+  auto link_weight = [&](const Route& r) {
+    const Link& l = t.links()[r.links.at(0)];
+    for (const auto& u : r.uses) {
+      if (u.resource == l.forward || u.resource == l.backward) return u.weight;
+    }
+    return -1.0;
+  };
+  const Route write = t.route(d0, d1, 0, 0), read = t.route(d0, d1, 1, 0);
+  EXPECT_EQ(write.tier, PathTier::kScaleUp);
+  EXPECT_FALSE(write.read);
+  EXPECT_TRUE(read.read);
+  EXPECT_EQ(write.descriptor_cost, 2 * kUs);
+  EXPECT_EQ(read.descriptor_cost, 3 * kUs);
+  EXPECT_TRUE(read.overlap);
+  EXPECT_EQ(link_weight(write), 1.0);  // no path efficiency: the link's own
+  // Another node of the same scale-up domain: the remote path, on the same links.
+  const Route remote_write = t.route(d0, d16, 0, 0), remote_read = t.route(d0, d16, 16, 0);
+  EXPECT_EQ(remote_write.tier, PathTier::kScaleUpRemote);
+  EXPECT_EQ(remote_write.descriptor_cost, 5 * kUs);
+  EXPECT_EQ(remote_read.descriptor_cost, 5 * kUs);  // no read cost of its own: the write's
+  EXPECT_FALSE(remote_write.overlap);
+  EXPECT_EQ(link_weight(remote_write), 1.0);
+  EXPECT_EQ(link_weight(remote_read), 2.0);  // half the link's share: twice the weight
+  // Host memory: PCIe only; its read efficiency weighs on the PCIe link alone.
+  const Route h2d_read = t.route(t.host_memory(0), d1, 1, 0);
+  EXPECT_EQ(h2d_read.tier, PathTier::kHost);
+  EXPECT_EQ(h2d_read.descriptor_cost, 1 * kUs);  // the engine's default
+  EXPECT_EQ(link_weight(h2d_read), 4.0);
+  EXPECT_EQ(t.route(d1, d1, 1, 0).tier, PathTier::kLocal);
+  // Across scale-up domains: the NICs.
+  FluidNetwork net2;
+  const Topology a2(load_preset("atlas-a2"), net2);
+  EXPECT_EQ(a2.route(a2.device_memory(2), a2.device_memory(9), 9, 0).tier, PathTier::kScaleOut);
+}
+
+TEST(Presets, PathKeysAreReadAndCheckedWithTheirLine) {
+  const std::string base = read_file(find_preset("dgx-h100"));  // no path keys of its own
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string text = base;
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  const TopologySpec s =
+      parse_preset(with("scale_up:\n",
+                        "scale_up:\n  read_descriptor_cost: 4us\n  read_efficiency: 0.9\n"
+                        "  overlap: false\n"),
+                   "h100.yaml");
+  EXPECT_EQ(s.scale_up.path.read_descriptor_cost, std::optional<SimTime>(4 * kUs));
+  EXPECT_EQ(s.scale_up.path.read_efficiency, std::optional<double>(0.9));
+  EXPECT_FALSE(s.scale_up.path.overlap);
+  EXPECT_FALSE(s.scale_up.path.descriptor_cost);
+  for (const auto& [from, to, expect] :
+       {std::tuple{"scale_up:\n", "scale_up:\n  read_efficiency: 1.5\n",
+                   "scale_up.read_efficiency"},
+        std::tuple{"scale_out:\n", "scale_out:\n  remote: {overlap: false}\n", "scale_out.remote"},
+        std::tuple{"scale_up:\n", "scale_up:\n  remote: {efficiency: 0}\n",
+                   "scale_up.remote.efficiency"}}) {
+    try {
+      parse_preset(with(from, to), "h100.yaml");
+      ADD_FAILURE() << to << " accepted";
+    } catch (const ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("h100.yaml"), std::string::npos) << e.what();
+    }
+  }
 }
 
 std::vector<std::string> link_names(const Topology& t, const Route& r) {

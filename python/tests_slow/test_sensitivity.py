@@ -43,27 +43,26 @@ def test_runs_are_those_of_kvsim_run_and_cover_every_parameter(tmp_path):
 
 
 def test_a_flat_curve_threshold_is_found_and_is_right():
-    # A2, 128-token blocks, each its own descriptor (a fragmented cache): 100 -> 400 Gb/s cuts
-    # exposed time by ~9 % at the low descriptor cost and ~4 % at the high one; with "flat"
-    # meaning under 6.5 %, the verdict flips in between. (A fresh engine's merged runs make
-    # bandwidth matter everywhere in the range: no threshold to find there.)
-    axes = {"hardware.scale_out.bandwidth": ["100Gb/s", "400Gb/s"], "cache.block_tokens": ["128"],
-            "cache.block_table": ["scattered"]}
+    # A2 HCCS inside one server (TP4 pair), 128-token blocks each its own descriptor (a fragmented
+    # cache): 28 -> 112 GB/s cuts exposed time by ~10 % at the low HCCS descriptor cost and ~4 %
+    # at the high one; with "flat" meaning under 6.5 %, the verdict flips in between.
+    fixed = {"cache.block_tokens": "128", "cache.block_table": "scattered",
+             "placement.decode_node": "0", "model.tensor_parallel": "4"}
+    axes = {"hardware.scale_up.bandwidth": ["28GB/s", "112GB/s"]}
+    axes.update({k: [v] for k, v in fixed.items()})
     s = sensitivity.analyse("a2-llama70b-roce", axes, samples=0, flat_pct=6.5,
-                            params=["dma.descriptor_cost"], progress=False)
+                            params=["scale_up.descriptor_cost"], progress=False)
     assert len(s.thresholds) == 1, s.conclusions
     t = s.thresholds[0]
-    assert t["key"] == "dma.descriptor_cost" and t["flat_if"] == ">"
-    assert "the curve is flat only if dma.descriptor_cost >" in s.conclusions[0]
+    assert t["key"] == "scale_up.descriptor_cost" and t["flat_if"] == ">"
+    assert "the curve is flat only if scale_up.descriptor_cost >" in s.conclusions[0]
     ps = int(t["value"][:-2])
     step = (25_000_000 - 9_500_000) // 2**5  # the bisection's last bracket
 
     def change(cost_ps):
-        a, b = (kvsim.run("a2-llama70b-roce", {"hardware.scale_out.bandwidth": bw,
-                                               "cache.block_tokens": "128",
-                                               "cache.block_table": "scattered",
-                                               "hardware.dma.descriptor_cost": f"{cost_ps}ps"})
-                for bw in ("100Gb/s", "400Gb/s"))
+        a, b = (kvsim.run("a2-llama70b-roce", {"hardware.scale_up.bandwidth": bw, **fixed,
+                                               "hardware.scale_up.descriptor_cost": f"{cost_ps}ps"})
+                for bw in ("28GB/s", "112GB/s"))
         return abs(100 * (b.mean_exposed_us - a.mean_exposed_us) / a.mean_exposed_us)
 
     assert change(ps - step) >= 6.5 > change(ps + step)

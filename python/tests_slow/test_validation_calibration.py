@@ -1,6 +1,7 @@
 """kvsim validate and kvsim calibrate: predictions against published figures (no fitting), and
 fits of the presets' fitted values with leave-one-out errors."""
 import json
+import math
 import os
 import subprocess
 
@@ -31,11 +32,12 @@ def test_validate_predicts_every_published_row(tmp_path):
 def test_calibrate_fits_within_the_ranges_and_leaves_one_out(tmp_path):
     c = calibration.calibrate("hixl-a2", steps=4, progress=False)
     keys = {p["key"] for p in c["params"]}
-    assert keys == {"dma.descriptor_cost", "scale_up.efficiency"}
+    assert keys == {"scale_up.descriptor_cost", "scale_up.efficiency"}
     assert len(c["rows"]) == 8
-    # The fit on all rows is no worse than the preset's own values on them.
-    sq = lambda k: sum((r[k] / 100) ** 2 for r in c["rows"])  # noqa: E731
-    assert sq("fitted_error_pct") <= sq("preset_error_pct") + 1e-9
+    # The fit on all rows is no worse than the preset's own values on them, in the fit's own
+    # loss (squared log bandwidth error; the preset may already be the optimum of that loss).
+    sq = lambda k: sum(math.log(r[k] / r["published_gbps"]) ** 2 for r in c["rows"])  # noqa: E731
+    assert sq("fitted_gbps") <= sq("preset_gbps") + 1e-9
     # Each leave-one-out fit stays inside the plausible ranges and differs from the full fit
     # somewhere (a row left out moves it).
     from kvsim import _core

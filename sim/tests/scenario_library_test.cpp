@@ -107,7 +107,10 @@ placement:
   const double row = 2048.0 * 8 * 128 * 2;  // tokens x KV heads x head_dim x bf16
   const double bottleneck =
       std::min({spec.scale_out.effective(), spec.hbm_bandwidth, spec.dma.bandwidth});
-  const model::SimTime expected = spec.dma.batch_setup + 2 * spec.dma.descriptor_cost +
+  // A push (the source's engine writes) over RoCE: the scale-out path's cost per descriptor.
+  const model::SimTime cost =
+      spec.scale_out.path.descriptor_cost.value_or(spec.dma.descriptor_cost);
+  const model::SimTime expected = spec.dma.batch_setup + 2 * cost +
                                   model::transfer_time(2 * row, bottleneck) +
                                   spec.scale_out.latency;
   EXPECT_EQ(r.requests[0].exposed(), expected);

@@ -41,9 +41,11 @@ class SeedExample : public ImplWorld, public ::testing::WithParamInterface<int> 
     const model::TopologySpec& s = world_.spec();
     const bool remote = decoder_device / s.devices_per_node != 0;
     const model::LinkSpec& link = remote ? s.scale_out : s.scale_up;
+    // A push: the prompt's engine writes, at the tier's own cost if it has one.
+    const model::SimTime cost = link.path.descriptor_cost.value_or(s.dma.descriptor_cost);
     const double bottleneck = std::min({link.effective(), s.hbm_bandwidth, s.dma.bandwidth});
-    return s.dma.batch_setup + 2 * s.dma.descriptor_cost +
-           model::transfer_time(2.0 * kTensorBytes, bottleneck) + link.latency;
+    return s.dma.batch_setup + 2 * cost + model::transfer_time(2.0 * kTensorBytes, bottleneck) +
+           link.latency;
   }
 };
 
