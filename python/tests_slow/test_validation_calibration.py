@@ -26,7 +26,34 @@ def test_validate_predicts_every_published_row(tmp_path):
         assert r["error_pct"] == pytest.approx(100 * (r["predicted"] / r["published"] - 1))
     assert (tmp_path / "validation.png").stat().st_size > 0
     table = (tmp_path / "validation.md").read_text()
-    assert table.count("\n") == len(rows) + 2
+    devices = validation.by_device(rows)
+    assert table.count("\n") == len(rows) + 2 + 1 + len(devices) + 2
+    # Every row holds to its tolerance (exit 0 above); the per-device MAPE is the rows' own.
+    for d in devices:
+        mine = [r for r in rows if r["device"] == d["device"]]
+        assert d["rows"] == len(mine)
+        assert d["mape_pct"] == pytest.approx(sum(abs(r["error_pct"]) for r in mine) / len(mine))
+        assert f"| {d['device']} | {d['rows']} | {d['mape_pct']:.1f} % |" in table
+    assert all(abs(r["error_pct"]) <= r["tolerance_pct"] for r in rows)
+    assert all(r["known_miss"] for r in rows if r["tolerance_pct"] > validation.GOAL_PCT)
+
+
+def test_a_row_that_drifts_out_of_its_tolerance_fails_validate(tmp_path):
+    # The A2 folder's first row given a tolerance its prediction cannot meet: exit 1, named.
+    import shutil
+    folder = tmp_path / "validation"
+    shutil.copytree(validation.validation_dir(), folder)
+    text = (folder / "published.yaml").read_text()
+    rows = validation.yaml.safe_load(text)["rows"]
+    first = rows[0]["label"]
+    keep = [line for line in text.splitlines() if "label:" not in line or f'"{first}"' in line]
+    (folder / "published.yaml").write_text(
+        "\n".join(keep).replace('device: "Atlas A2 (910B)"',
+                                'device: "Atlas A2 (910B)", tolerance_pct: 0.01') + "\n")
+    done = subprocess.run([CLI, "validate", "--dir", str(folder), "--no-report", "-o",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{first}: error" in done.stderr and "leaves its tolerance of 0 %" in done.stderr
 
 
 def test_calibrate_fits_within_the_ranges_and_leaves_one_out(tmp_path):
