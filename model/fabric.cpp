@@ -242,16 +242,30 @@ void Fabric::try_process(Engine& e) {
   }
 }
 
-const Route& Fabric::route(MemoryId src, MemoryId dst, const Engine& e) {
+const Route& Fabric::route(MemoryId src, MemoryId dst, const Engine& e, int rail) {
+  // Memories < 2^16 and engines < 2^21 (TopologySpec::validate), rails < 16.
   const std::uint64_t engine =
       static_cast<std::uint64_t>(e.ref.device * topology_->spec().dma.engines + e.ref.engine);
-  const std::uint64_t key =
-      (std::uint64_t{src.index} << 44) | (std::uint64_t{dst.index} << 24) | engine;
+  const std::uint64_t key = (std::uint64_t{src.index} << 48) | (std::uint64_t{dst.index} << 32) |
+                            (engine << 4) | static_cast<std::uint64_t>(rail);
   auto it = route_cache_.find(key);
   if (it == route_cache_.end()) {
-    it = route_cache_.emplace(key, topology_->route(src, dst, e.ref.device, e.ref.engine)).first;
+    it = route_cache_.emplace(key, topology_->route(src, dst, e.ref.device, e.ref.engine, rail))
+             .first;
   }
   return it->second;
+}
+
+int Fabric::rail_of(const Engine& e, const Chunk& c) const {
+  // A device with several NICs spreads a batch's chunks over them, from its engine's rail on, as
+  // transfer engines spread a device's requests over its NICs (Mooncake round-robins requests
+  // over a segment's NICs, efa_transport.md; NIXL's libfabric backend stripes across rails).
+  const TopologySpec& s = topology_->spec();
+  const int rails = std::max(1, s.fabric.nics_per_node / s.devices_per_node);
+  if (rails == 1) return 0;
+  const std::size_t index = c.first / static_cast<std::size_t>(s.dma.chunk_descriptors);
+  return static_cast<int>((static_cast<std::size_t>(e.ref.engine) + index) %
+                          static_cast<std::size_t>(rails));
 }
 
 void Fabric::start_data(Engine& e, Chunk* c) {
@@ -279,7 +293,7 @@ void Fabric::start_data(Engine& e, Chunk* c) {
     g->bytes += static_cast<double>(b->descs[i].length);
   }
   for (const Group& g : groups) {
-    for (std::uint32_t l : route(g.src, g.dst, e).links) {
+    for (std::uint32_t l : route(g.src, g.dst, e, rail_of(e, *c)).links) {
       if (!link_up(l)) {
         fail_batch(b, "link '" + topology_->links()[l].name + "' is down");
         return;
@@ -287,7 +301,7 @@ void Fabric::start_data(Engine& e, Chunk* c) {
     }
   }
   for (const Group& g : groups) {
-    const Route& r = route(g.src, g.dst, e);
+    const Route& r = route(g.src, g.dst, e, rail_of(e, *c));
     c->latency = std::max(c->latency, r.latency);
     c->links.insert(c->links.end(), r.links.begin(), r.links.end());
     const FluidNetwork::FlowId f = net_.add_flow(g.bytes, r.uses);

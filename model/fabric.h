@@ -135,7 +135,9 @@ class Fabric : public sc_core::sc_module {
   void finish_batch(Batch* b);
   void apply_link_event(std::uint32_t link, LinkEvent ev);
   void check_descriptors(const std::vector<CopyDescriptor>& descs) const;
-  const Route& route(MemoryId src, MemoryId dst, const Engine& e);
+  const Route& route(MemoryId src, MemoryId dst, const Engine& e, int rail = 0);
+  /// The NIC rail a chunk's bytes take on a device with several NICs (0 otherwise).
+  int rail_of(const Engine& e, const Chunk& c) const;
 
   FluidNetwork net_;
   std::unique_ptr<Topology> topology_;

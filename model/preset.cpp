@@ -77,6 +77,43 @@ void apply_overrides(YAML::Node root, const std::string& origin,
   }
 }
 
+// `path: NAME` chooses the transfer path's software among `paths: {NAME: {scale_up: {...},
+// scale_out: {...}, host_link: {...}}}`: each tier the chosen entry lists
+// takes that PathSpec whole (keys it leaves out inherit from the engine and links, as always);
+// an entry that lists nothing ({}) is the path the preset's own sections describe.
+void read_paths(YamlReader& top, TopologySpec& s) {
+  const std::string chosen = top.text("path");
+  std::string base = chosen;  // cleared once found
+  if (top.has("paths")) {
+    YamlReader paths = top.child("paths");
+    for (const auto& kv : paths.node()) {
+      const std::string name = kv.first.Scalar();
+      YamlReader p = paths.child(name);
+      PathSpec up = s.scale_up.path, out = s.scale_out.path, host = s.host_link.path;
+      for (auto [key, spec] : {std::pair{"scale_up", &up}, std::pair{"scale_out", &out},
+                               std::pair{"host_link", &host}}) {
+        if (!p.has(key)) continue;
+        *spec = PathSpec{};
+        YamlReader tier = p.child(key);
+        read_path(tier, *spec, true);
+      }
+      s.other_paths.push_back(name);
+      if (name == chosen) {
+        s.scale_up.path = up;
+        s.scale_out.path = out;
+        s.host_link.path = host;
+        base.clear();
+      }
+    }
+  }
+  s.path = chosen;
+  if (!base.empty()) {
+    std::string known;
+    for (const auto& n : s.other_paths) known += (known.empty() ? "" : ", ") + n;
+    top.fail_key("path", "must name one of the preset's paths (" + known + ")");
+  }
+}
+
 TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   YamlReader top(root, origin, "");
   TopologySpec s;
@@ -120,6 +157,7 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
     if (f.has("uplink_latency")) s.fabric.uplink_latency = f.time("uplink_latency");
   }
   s.host_link = read_link(top.child("host_link"), false);
+  if (top.has("path")) read_paths(top, s);
   s.scale_up_over_scale_out = top.boolean("scale_up_over_scale_out");
   s.fault_detection_time = top.time("fault_detection_time");
   s.ip_base = top.text("ip_base");

@@ -121,7 +121,7 @@ void TopologySpec::validate() const {
   require(host_capacity > 0 && host_capacity <= kMemoryStride,
           "host.capacity must be in (0, 1 TiB]");
   require(host_bandwidth > 0, "host.bandwidth must be > 0");
-  require(dma.engines >= 1, "dma.engines must be >= 1");
+  require(dma.engines >= 1 && dma.engines <= 64, "dma.engines must be in [1, 64]");
   require(dma.chunk_descriptors >= 1, "dma.chunk_descriptors must be >= 1");
   require(dma.queue_depth >= 1, "dma.queue_depth must be >= 1");
   require(dma.bandwidth > 0, "dma.bandwidth must be > 0");
@@ -139,10 +139,12 @@ void TopologySpec::validate() const {
   parse_ipv4(ip_base, "ip_base");
   parse_ipv4(host_ip_base, "host_ip_base");
   const int devices = nodes * devices_per_node;
-  require(fabric.nics_per_node >= 0 && fabric.nics_per_node <= devices_per_node &&
-              (fabric.nics_per_node == 0 || devices_per_node % fabric.nics_per_node == 0),
+  const int nics = fabric.nics_per_node;
+  require(nics >= 0 && (nics == 0 || (nics <= devices_per_node && devices_per_node % nics == 0) ||
+                        (nics % devices_per_node == 0 && nics / devices_per_node <= 16)),
           "fabric.nics_per_node must divide devices_per_node (" + std::to_string(devices_per_node) +
-              "), got " + std::to_string(fabric.nics_per_node));
+              ": devices share a NIC) or be 1 to 16 times it (each device has its own NICs), got " +
+              std::to_string(nics));
   require(fabric.nodes_per_leaf >= 0, "fabric.nodes_per_leaf must be >= 0 (0: one switch)");
   require(fabric.spines >= 1 && fabric.spines <= 64,
           "fabric.spines must be in [1, 64], got " + std::to_string(fabric.spines));
@@ -212,9 +214,13 @@ Topology::Topology(const TopologySpec& spec, FluidNetwork& net) : spec_(spec), n
   const int nics = f.nics_per_node > 0 ? f.nics_per_node : dpn;
   for (int n = 0; n < spec_.nodes; ++n) {
     for (int i = 0; i < nics; ++i) {
-      // One NIC per device keeps the device's name ("roce n1d3"); shared ones are "roce n1nic0".
-      const std::string where = nics == dpn ? device_name(n * dpn + i)
-                                            : "n" + std::to_string(n) + "nic" + std::to_string(i);
+      // One NIC per device keeps the device's name ("roce n1d3"); shared ones are "roce n1nic0";
+      // several per device are its rails ("roce n1d3.0", "roce n1d3.1").
+      const int per_device = nics / dpn;
+      const std::string where = nics == dpn  ? device_name(n * dpn + i)
+                                : nics < dpn ? "n" + std::to_string(n) + "nic" + std::to_string(i)
+                                             : device_name(n * dpn + i / per_device) + "." +
+                                                   std::to_string(i % per_device);
       nics_.push_back(add_link(std::string(to_string(spec_.scale_out.type)) + " " + where,
                                spec_.scale_out.type, spec_.scale_out));
     }
@@ -331,7 +337,7 @@ void Topology::append_link(Route& r, std::uint32_t link, bool forward) const {
   r.latency += l.latency;
 }
 
-PathTier Topology::route_devices(Route& r, int a, int b) const {
+PathTier Topology::route_devices(Route& r, int a, int b, int rail) const {
   if (a == b) return PathTier::kLocal;
   const int dpn = spec_.devices_per_node;
   const bool same_domain = node_of(a) / spec_.scale_up_nodes == node_of(b) / spec_.scale_up_nodes;
@@ -351,15 +357,15 @@ PathTier Topology::route_devices(Route& r, int a, int b) const {
     }
     return tier;
   }
-  const std::uint32_t na = nics_[static_cast<std::size_t>(nic_of(a))];
-  const std::uint32_t nb = nics_[static_cast<std::size_t>(nic_of(b))];
+  const std::uint32_t na = nics_[static_cast<std::size_t>(nic_of(a, rail))];
+  const std::uint32_t nb = nics_[static_cast<std::size_t>(nic_of(b, rail))];
   append_link(r, na, true);
   const int la = leaf_of(node_of(a)), lb = leaf_of(node_of(b));
   if (la != lb) {
     // Up to a spine and down: ECMP, a fixed hash of the NIC pair (as switches hash flows'
     // headers: pseudo-random, but the same pair always takes the same spine).
-    std::uint64_t h =
-        (static_cast<std::uint64_t>(nic_of(a)) << 32) ^ static_cast<std::uint64_t>(nic_of(b));
+    std::uint64_t h = (static_cast<std::uint64_t>(nic_of(a, rail)) << 32) ^
+                      static_cast<std::uint64_t>(nic_of(b, rail));
     h ^= h >> 33;  // the splitmix64 finaliser
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
@@ -376,17 +382,20 @@ PathTier Topology::route_devices(Route& r, int a, int b) const {
   return PathTier::kScaleOut;
 }
 
-int Topology::nic_of(int device) const {
+int Topology::nic_of(int device, int rail) const {
   const int dpn = spec_.devices_per_node;
   const int nics = spec_.fabric.nics_per_node > 0 ? spec_.fabric.nics_per_node : dpn;
-  return node_of(device) * nics + (device % dpn) * nics / dpn;
+  if (nics <= dpn) return node_of(device) * nics + (device % dpn) * nics / dpn;
+  // Several NICs per device: the same rail at both ends (rail-optimised wiring).
+  const int per_device = nics / dpn;
+  return node_of(device) * nics + (device % dpn) * per_device + rail % per_device;
 }
 
 int Topology::leaf_of(int node) const {
   return spec_.fabric.nodes_per_leaf > 0 ? node / spec_.fabric.nodes_per_leaf : 0;
 }
 
-Route Topology::route(MemoryId src, MemoryId dst, int engine_device, int engine) const {
+Route Topology::route(MemoryId src, MemoryId dst, int engine_device, int engine, int rail) const {
   const MemoryInfo& s = memory_info_.at(src.index);
   const MemoryInfo& d = memory_info_.at(dst.index);
   Route r;
@@ -409,7 +418,7 @@ Route Topology::route(MemoryId src, MemoryId dst, int engine_device, int engine)
   const int a = s.device >= 0 ? s.device : proxy(s, d);
   const int b = d.device >= 0 ? d.device : proxy(d, s);
   if (s.device < 0) append_link(r, pcie_[static_cast<std::size_t>(a)], true);
-  r.tier = route_devices(r, a, b);
+  r.tier = route_devices(r, a, b, rail < 0 ? engine : rail);
   if (d.device < 0) append_link(r, pcie_[static_cast<std::size_t>(b)], false);
   if (r.tier == PathTier::kLocal && (s.device < 0 || d.device < 0)) r.tier = PathTier::kHost;
   // A read (a pull): the engine is on the destination's side, not the source's.

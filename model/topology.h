@@ -116,6 +116,11 @@ struct TopologySpec {
   /// Routes between nodes of one scale-up domain (scale_up.remote): the scale-up links, at this
   /// path's costs and efficiency.
   PathSpec scale_up_remote;
+  /// The transfer path's software the PathSpecs above describe (preset key `path`, "" if the
+  /// preset names none); another of `paths` replaces the tiers it lists (hixl's direct hixl_cs
+  /// client against the default ADXL -> HCCL comm-domain path).
+  std::string path;
+  std::vector<std::string> other_paths;  ///< the names under `paths:`
   bool scale_up_over_scale_out =
       false;  ///< route intra-domain traffic over NICs (HCCL_INTRA_ROCE_ENABLE)
   SimTime fault_detection_time = kMs;  ///< a batch on a downed link fails this long after the fault
@@ -193,13 +198,15 @@ class Topology {
   /// Index of the link with this name; throws kOutOfRange listing the naming scheme.
   std::uint32_t link_index(const std::string& name) const;
 
-  /// Index in nics_ of the NIC a device sends through.
-  int nic_of(int device) const;
+  /// Index in nics_ of the NIC a device sends through on `rail` (taken mod its NICs).
+  int nic_of(int device, int rail) const;
   /// Leaf switch of a node (0 on a flat fabric).
   int leaf_of(int node) const;
 
   /// Path of a copy from `src` to `dst` carried out by `engine` of device `engine_device`.
-  Route route(MemoryId src, MemoryId dst, int engine_device, int engine) const;
+  /// `rail`: which of a device's NICs the bytes take when it has several (default: the
+  /// engine's, engine mod NICs per device).
+  Route route(MemoryId src, MemoryId dst, int engine_device, int engine, int rail = -1) const;
 
  private:
   struct MemoryInfo {
@@ -210,7 +217,7 @@ class Topology {
   std::uint32_t add_link(std::string name, LinkType type, const LinkSpec& spec);
   void append_link(Route& r, std::uint32_t link, bool forward) const;
   /// Appends the links from device a to device b and says which tier they are.
-  PathTier route_devices(Route& r, int a, int b) const;
+  PathTier route_devices(Route& r, int a, int b, int rail) const;
   /// Sets the route's direction, descriptor cost, overlap and per-link weights from its tier's
   /// PathSpec.
   void apply_path(Route& r, bool read) const;

@@ -354,6 +354,17 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
   }
   {
     YamlReader t = top.child("transfer");
+    if (t.has("path")) {
+      // The preset's transfer path software (its `paths:`), applied before the user's overrides
+      // so those still win: the hixl_cs client or HCCL's comm domain on the same wires.
+      s.hardware_overrides.insert(s.hardware_overrides.begin(), {"path", t.text("path")});
+      try {
+        (void)model::load_preset(s.preset, s.hardware_overrides);
+      } catch (const ModelError& e) {
+        t.fail_key("path", "must name one of the preset's transfer paths (its paths: section): " +
+                               std::string(e.what()));
+      }
+    }
     const std::string method = t.text("method");
     if (method == "layerwise")
       s.method = TransferMethod::kLayerwise;

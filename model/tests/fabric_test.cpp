@@ -306,6 +306,30 @@ TEST_F(FabricTest, APathWithoutOverlapAddsEachChunksProcessingToItsBytes) {
   }
 }
 
+TEST_F(FabricTest, ABatchSpreadsItsChunksOverTheDevicesRails) {
+  // 256 MiB in 1 MiB descriptors between two nodes, one engine: with two 100G NICs per GPU the
+  // chunks alternate rails and the bytes take half the time they take over one.
+  const std::uint64_t block = 1 << 20;
+  const std::size_t n = 256;
+  SimTime data[2] = {0, 0};
+  for (const int rails : {1, 2}) {
+    Fabric& f = build("dgx-h100", {{"fabric.nics_per_node", std::to_string(8 * rails)},
+                                   {"scale_out.bandwidth", "100Gb/s"}});
+    Topology& t = f.topology();
+    const std::uint64_t a = alloc(t.device_memory(2), n * block);
+    const std::uint64_t b = alloc(t.device_memory(10), n * block);
+    std::optional<BatchOutcome> out;
+    post_blocks({2, 0}, a, b, block, n, out);
+    sc_core::sc_start();
+    ASSERT_TRUE(out && out->ok) << (out ? out->error : "no outcome");
+    data[rails - 1] = out->finished;
+  }
+  const auto one =
+      static_cast<double>(transfer_time(256.0 * (1 << 20), spec_.scale_out.effective()));
+  EXPECT_NEAR(static_cast<double>(data[0]), one, 0.02 * one);
+  EXPECT_NEAR(static_cast<double>(data[1]), one / 2, 0.02 * one);
+}
+
 TEST_F(FabricTest, SameInputsGiveBitIdenticalTimes) {
   auto once = [&] {
     Fabric& f = build("atlas-a2");

@@ -63,8 +63,9 @@ TEST(PresetUncertainty, TheA2DescriptorCostsAreFittedAndRanged) {
        {std::tuple{"scale_up.descriptor_cost", "hixl-a2", a2.scale_up.path.descriptor_cost},
         std::tuple{"scale_out.descriptor_cost", "hixl-a2-roce",
                    a2.scale_out.path.descriptor_cost}}) {
+    const std::string name = key;  // C++17 lambdas cannot capture structured bindings
     const auto it = std::find_if(a2.uncertain.begin(), a2.uncertain.end(),
-                                 [&](const UncertainParameter& p) { return p.key == key; });
+                                 [&](const UncertainParameter& p) { return p.key == name; });
     ASSERT_NE(it, a2.uncertain.end()) << key;
     ASSERT_TRUE(value) << key;
     EXPECT_EQ(it->fitted_to, dataset);

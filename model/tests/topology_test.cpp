@@ -231,6 +231,31 @@ TEST(Presets, PathKeysAreReadAndCheckedWithTheirLine) {
   }
 }
 
+TEST(Presets, APathOfThePresetReplacesTheTiersItLists) {
+  const TopologySpec comm = load_preset("atlas-a2");
+  EXPECT_EQ(comm.path, "comm_domain");
+  EXPECT_EQ(comm.other_paths, (std::vector<std::string>{"comm_domain", "hixl_cs"}));
+  const TopologySpec cs = load_preset("atlas-a2", {{"path", "hixl_cs"}});
+  EXPECT_EQ(cs.path, "hixl_cs");
+  EXPECT_EQ(cs.scale_up.path.descriptor_cost, std::optional<SimTime>(1 * kUs));
+  EXPECT_FALSE(cs.scale_up.path.overlap);
+  EXPECT_EQ(cs.scale_out.path.descriptor_cost, std::optional<SimTime>(900 * kNs));
+  EXPECT_TRUE(cs.scale_out.path.overlap);
+  // A tier the path does not list keeps the preset's own; the engine and links are untouched.
+  EXPECT_EQ(cs.host_link.path.descriptor_cost, comm.host_link.path.descriptor_cost);
+  EXPECT_EQ(cs.dma.descriptor_cost, comm.dma.descriptor_cost);
+  EXPECT_EQ(cs.scale_up.efficiency, comm.scale_up.efficiency);
+  try {
+    load_preset("atlas-a2", {{"path", "rdma_magic"}});
+    ADD_FAILURE() << "an unknown path accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'path' must name one of the preset's paths "
+                                         "(comm_domain, hixl_cs)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 std::vector<std::string> link_names(const Topology& t, const Route& r) {
   std::vector<std::string> out;
   for (auto l : r.links) out.push_back(t.links()[l].name);
@@ -279,6 +304,27 @@ TEST(Topology, SharedNicsAndLeafSpineRoutes) {
   const auto on_spine0 = std::count(spine_of.begin(), spine_of.end(), "leaf0-spine0");
   EXPECT_GT(on_spine0, 0);  // ECMP spreads the pairs over both spines
   EXPECT_LT(on_spine0, 8);
+}
+
+TEST(Topology, SeveralNicsPerDeviceAreRailsThatEnginesDrive) {
+  // p5-like: 4 NICs per GPU (32 per node of 8). Engine e of a device drives rail e mod 4, at both
+  // ends; two batches on two engines of one device move in parallel over two NIC pairs.
+  const TopologySpec spec =
+      load_preset("dgx-h100", {{"fabric.nics_per_node", "32"}, {"scale_out.bandwidth", "100Gb/s"}});
+  FluidNetwork net;
+  const Topology t(spec, net);
+  const MemoryId a = t.device_memory(3), b = t.device_memory(8 + 5);
+  EXPECT_EQ(link_names(t, t.route(a, b, 3, 0)),
+            (std::vector<std::string>{"ib n0d3.0", "ib n1d5.0"}));
+  EXPECT_EQ(link_names(t, t.route(a, b, 3, 2)),
+            (std::vector<std::string>{"ib n0d3.2", "ib n1d5.2"}));
+  const auto f0 = net.add_flow(1e9, t.route(a, b, 3, 0).uses);
+  const auto f1 = net.add_flow(1e9, t.route(a, b, 3, 1).uses);
+  EXPECT_NEAR(net.rate(f0), spec.scale_out.effective(), 1e-3);  // each its own 100G NIC pair
+  EXPECT_NEAR(net.rate(f1), spec.scale_out.effective(), 1e-3);
+  // More rails than 16 per device, or a count that is neither a divisor nor a multiple: refused.
+  EXPECT_THROW(load_preset("dgx-h100", {{"fabric.nics_per_node", "136"}}), ModelError);
+  EXPECT_THROW(load_preset("dgx-h100", {{"fabric.nics_per_node", "12"}}), ModelError);
 }
 
 TEST(Topology, BadFabricsAreRefused) {

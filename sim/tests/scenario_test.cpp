@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "model/errors.h"
+#include "model/preset.h"
 
 namespace kvsim::sim {
 namespace {
@@ -108,7 +109,23 @@ INSTANTIATE_TEST_SUITE_P(
                       // In range as numbers, out of range once turned into simulated time.
                       Bad{"prefill.device_tflops", "1e-300",
                           "key 'prefill.device_tflops' with efficiency 0.5 gives a"},
-                      Bad{"prefill.efficiency", "1e-300", "with efficiency 1e-300 gives a"}));
+                      Bad{"prefill.efficiency", "1e-300", "with efficiency 1e-300 gives a"},
+                      Bad{"transfer.path", "rdma_magic",
+                          "key 'transfer.path' must name one of the preset's transfer paths"}));
+
+TEST(Scenario, TransferPathChoosesThePresetsPathBeforeTheUsersOverrides) {
+  const Scenario cs = parse_scenario(kBase, "base.yaml", {{"transfer.path", "hixl_cs"}});
+  ASSERT_FALSE(cs.hardware_overrides.empty());
+  EXPECT_EQ(cs.hardware_overrides.front(), (model::Override{"path", "hixl_cs"}));
+  EXPECT_EQ(model::load_preset(cs.preset, cs.hardware_overrides).path, "hixl_cs");
+  // The user's own hardware override comes after the path's, so it wins.
+  const Scenario pinned = parse_scenario(
+      kBase, "base.yaml",
+      {{"transfer.path", "hixl_cs"}, {"hardware.paths.hixl_cs.scale_out.descriptor_cost", "2us"}});
+  EXPECT_EQ(
+      model::load_preset(pinned.preset, pinned.hardware_overrides).scale_out.path.descriptor_cost,
+      std::optional<model::SimTime>(2 * model::kUs));
+}
 
 // A serving cluster in place of the placement.
 std::string serving_text(const std::string& instances, const std::string& extra = "") {
