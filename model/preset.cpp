@@ -158,6 +158,17 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   }
   s.host_link = read_link(top.child("host_link"), false);
   if (top.has("path")) read_paths(top, s);
+  if (top.has("compute")) {
+    YamlReader c = top.child("compute");
+    for (auto [key, value] : {std::pair{"tflops_bf16", &s.compute.tflops_bf16},
+                              std::pair{"tflops_fp16", &s.compute.tflops_fp16},
+                              std::pair{"tflops_fp8", &s.compute.tflops_fp8},
+                              std::pair{"tflops_int8", &s.compute.tflops_int8}}) {
+      if (c.has(key)) *value = c.real(key, 0, 1e6);
+    }
+    s.compute.prefill_efficiency = c.real("prefill_efficiency", 0, 1);
+    if (!(s.compute.prefill_efficiency > 0)) c.fail_key("prefill_efficiency", "must be in (0, 1]");
+  }
   s.scale_up_over_scale_out = top.boolean("scale_up_over_scale_out");
   s.fault_detection_time = top.time("fault_detection_time");
   s.ip_base = top.text("ip_base");

@@ -65,6 +65,14 @@ void check_path(const PathSpec& p, const std::string& what) {
 
 }  // namespace
 
+double ComputeSpec::tflops(const std::string& dtype) const {
+  if (dtype == "bf16") return tflops_bf16;
+  if (dtype == "fp16") return tflops_fp16;
+  if (dtype == "fp8") return tflops_fp8;
+  if (dtype == "int8") return tflops_int8;
+  return 0;
+}
+
 const char* to_string(PathTier tier) {
   switch (tier) {
     case PathTier::kLocal:

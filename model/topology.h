@@ -74,6 +74,18 @@ struct DmaSpec {
   Bandwidth bandwidth = 0;     ///< data throughput of one engine
 };
 
+/// A device's compute, which prices prefill when a scenario gives no `prefill:` of its own
+/// (preset section `compute:`; 0: not given).
+struct ComputeSpec {
+  double tflops_bf16 = 0;  ///< dense peak, TFLOPS
+  double tflops_fp16 = 0;
+  double tflops_fp8 = 0;
+  double tflops_int8 = 0;
+  double prefill_efficiency = 0;  ///< achieved / peak over a prefill, in (0, 1]
+  /// The dense peak for a scenario dtype ("bf16", "fp16", "fp8", "int8"); 0 if not given.
+  double tflops(const std::string& dtype) const;
+};
+
 /// A preset value that was fitted or inferred ([I]), with the range it could plausibly take
 /// (what `kvsim sensitivity` varies) and where value and range come from.
 struct UncertainParameter {
@@ -113,6 +125,7 @@ struct TopologySpec {
   LinkSpec scale_out;     ///< between domains, per NIC (RoCE, InfiniBand)
   ScaleOutFabric fabric;  ///< NIC sharing and leaf-spine switches
   LinkSpec host_link;     ///< host memory to device (PCIe)
+  ComputeSpec compute;    ///< optional: peak TFLOPS and prefill efficiency
   /// Routes between nodes of one scale-up domain (scale_up.remote): the scale-up links, at this
   /// path's costs and efficiency.
   PathSpec scale_up_remote;

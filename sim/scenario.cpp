@@ -328,27 +328,47 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     }
   }
   {
-    YamlReader p = top.child("prefill");
-    if (p.has("layer_time")) {
-      s.layer_time = p.time("layer_time");
-    } else {
-      s.device_tflops = p.real("device_tflops", 0, 1e6);
-      s.compute_efficiency = p.real("efficiency", 0, 1);
-      // Checked after the conversion to simulated time: a tiny but positive rate would
-      // overflow the picosecond count and wrap to a silently wrong prefill.
+    // Checked after the conversion to simulated time: a tiny but positive rate would overflow
+    // the picosecond count and wrap to a silently wrong prefill.
+    auto longest_prefill_s = [&s] {
       std::uint64_t longest = 0;
       for (const Request& q : s.requests) longest = std::max(longest, q.prompt_tokens);
       const double flops = s.model.prefill_flops_per_layer(longest) / s.tensor_parallel;
-      const double prefill_s =
-          flops / (s.device_tflops * 1e12 * s.compute_efficiency) * s.model.layers;
-      if (!(prefill_s <= kLongestPrefillSeconds)) {
-        char rule[160];
-        std::snprintf(rule, sizeof rule,
-                      "with efficiency %g gives a %.3g s prefill for the %llu-token prompt; "
-                      "simulated time allows at most %.0f s",
-                      s.compute_efficiency, prefill_s, static_cast<unsigned long long>(longest),
-                      kLongestPrefillSeconds);
-        p.fail_key("device_tflops", rule);
+      return std::pair{longest,
+                       flops / (s.device_tflops * 1e12 * s.compute_efficiency) * s.model.layers};
+    };
+    auto rule = [&s](std::uint64_t longest, double prefill_s) {
+      char text[200];
+      std::snprintf(text, sizeof text,
+                    "with efficiency %g gives a %.3g s prefill for the %llu-token prompt; "
+                    "simulated time allows at most %.0f s",
+                    s.compute_efficiency, prefill_s, static_cast<unsigned long long>(longest),
+                    kLongestPrefillSeconds);
+      return std::string(text);
+    };
+    if (!top.has("prefill")) {
+      // The preset's compute: its dense peak for the dtype at its prefill efficiency.
+      const model::ComputeSpec c = model::load_preset(s.preset, s.hardware_overrides).compute;
+      s.device_tflops = c.tflops(s.dtype);
+      s.compute_efficiency = c.prefill_efficiency;
+      s.prefill_from_preset = true;
+      if (!(s.device_tflops > 0 && s.compute_efficiency > 0)) {
+        top.fail_key("prefill", "is required: preset " + s.preset + " gives no " + s.dtype +
+                                    " compute (its compute: section)");
+      }
+      const auto [longest, prefill_s] = longest_prefill_s();
+      if (!(prefill_s <= kLongestPrefillSeconds)) top.fail_key("prefill", rule(longest, prefill_s));
+    } else {
+      YamlReader p = top.child("prefill");
+      if (p.has("layer_time")) {
+        s.layer_time = p.time("layer_time");
+      } else {
+        s.device_tflops = p.real("device_tflops", 0, 1e6);
+        s.compute_efficiency = p.real("efficiency", 0, 1);
+        const auto [longest, prefill_s] = longest_prefill_s();
+        if (!(prefill_s <= kLongestPrefillSeconds)) {
+          p.fail_key("device_tflops", rule(longest, prefill_s));
+        }
       }
     }
   }

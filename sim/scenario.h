@@ -80,6 +80,7 @@ struct Scenario {
   std::optional<model::SimTime> layer_time;  ///< given per-layer prefill time, else computed
   double device_tflops = 0;                  ///< dense TFLOPS of one device
   double compute_efficiency = 0;             ///< achieved / peak, in (0, 1]
+  bool prefill_from_preset = false;          ///< no prefill: section: the preset's compute
   TransferMethod method = TransferMethod::kLayerwise;
   int api_version = 2;
   /// llm.SyncKvCacheWaitTime of every engine in ms, when the scenario sets it (library default

@@ -170,11 +170,18 @@ void bind_results(py::module_& m) {
       "_uncertain",
       [](const py::dict& source, const std::vector<sim::ScenarioOverride>& overrides) {
         const sim::Scenario s = to_source(source).load(overrides);
+        const model::TopologySpec spec = model::load_preset(s.preset, s.hardware_overrides);
+        auto starts = [](const std::string& key, const std::string& prefix) {
+          return key.compare(0, prefix.size(), prefix) == 0;
+        };
         py::list out;
-        for (const model::UncertainParameter& p :
-             model::load_preset(s.preset, s.hardware_overrides).uncertain) {
+        for (const model::UncertainParameter& p : spec.uncertain) {
           bool pinned = false;
           for (const auto& o : s.hardware_overrides) pinned = pinned || o.first == p.key;
+          // Values that cannot move this scenario's answer: compute when it prices prefill
+          // itself, another transfer path's costs.
+          pinned = pinned || (starts(p.key, "compute.") && !s.prefill_from_preset) ||
+                   (starts(p.key, "paths.") && !starts(p.key, "paths." + spec.path + "."));
           out.append(py::dict("key"_a = p.key, "value"_a = p.value, "low"_a = p.low,
                               "high"_a = p.high, "source"_a = p.source, "fitted_to"_a = p.fitted_to,
                               "integer"_a = p.integer, "pinned"_a = pinned, "preset"_a = s.preset));
@@ -182,7 +189,8 @@ void bind_results(py::module_& m) {
         return out;
       },
       "source"_a, "overrides"_a,
-      "The scenario's preset's uncertain parameters; pinned: the scenario sets the key itself.");
+      "The scenario's preset's uncertain parameters; pinned: the scenario sets the key itself, or "
+      "the key cannot change its answer (compute when it gives its own prefill, another path).");
   m.def(
       "_quantity",
       [](const std::string& text) {

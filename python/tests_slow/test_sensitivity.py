@@ -106,3 +106,19 @@ def test_every_library_scenario(scenario, tmp_path):
         assert done.returncode == 1  # its requests fail by design; the analysis still reports
     else:
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_values_that_cannot_move_the_answer_are_not_varied():
+    # a2-llama70b-roce prices prefill itself and takes the comm-domain path: the preset's compute
+    # and its hixl_cs costs cannot change its answer, so they are pinned (not varied).
+    from kvsim import _core, results
+
+    def pinned(overrides):
+        source = results._source("a2-llama70b-roce")
+        return {p["key"]: p["pinned"] for p in _core._uncertain(source, overrides)}
+
+    plain = pinned([])
+    assert plain["compute.prefill_efficiency"] and plain["paths.hixl_cs.scale_out.descriptor_cost"]
+    assert not plain["scale_out.descriptor_cost"]
+    cs = pinned([("transfer.path", "hixl_cs")])
+    assert not cs["paths.hixl_cs.scale_out.descriptor_cost"]

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -112,6 +113,35 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"prefill.efficiency", "1e-300", "with efficiency 1e-300 gives a"},
                       Bad{"transfer.path", "rdma_magic",
                           "key 'transfer.path' must name one of the preset's transfer paths"}));
+
+TEST(Scenario, WithoutAPrefillSectionThePresetsComputePricesPrefill) {
+  std::string text = kBase;
+  const auto from = text.find("prefill:"), to = text.find("transfer:");
+  text.erase(from, to - from);
+  const Scenario s = parse_scenario(text, "base.yaml");
+  const model::TopologySpec spec = model::load_preset("atlas-a2", s.hardware_overrides);
+  EXPECT_EQ(s.device_tflops, spec.compute.tflops_bf16);
+  EXPECT_EQ(s.compute_efficiency, spec.compute.prefill_efficiency);
+  const double flops = s.model.prefill_flops_per_layer(4096) / 8;
+  EXPECT_EQ(
+      s.prefill_layer_time(4096),
+      static_cast<model::SimTime>(std::ceil(
+          flops / (spec.compute.tflops_bf16 * 1e12 * spec.compute.prefill_efficiency) * 1e12)));
+  // A hardware override of the preset's compute reaches it.
+  const Scenario faster =
+      parse_scenario(text, "base.yaml", {{"hardware.compute.prefill_efficiency", "0.25"}});
+  EXPECT_EQ(faster.compute_efficiency, 0.25);
+  // A2 has no FP8 compute: the scenario must say, and the error says which section.
+  try {
+    parse_scenario(text, "base.yaml", {{"model.dtype", "fp8"}});
+    ADD_FAILURE() << "fp8 on A2 without prefill: accepted";
+  } catch (const model::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'prefill' is required: preset atlas-a2 gives no "
+                                         "fp8 compute"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(Scenario, TransferPathChoosesThePresetsPathBeforeTheUsersOverrides) {
   const Scenario cs = parse_scenario(kBase, "base.yaml", {{"transfer.path", "hixl_cs"}});
