@@ -257,13 +257,8 @@ TEST_F(FabricTest, ReadsAndWritesTakeTheirPathsCostAndShareOfTheLink) {
   const std::uint64_t block = 256 << 10;
   const std::size_t n = 8;
   for (const bool read : {false, true}) {
-    Fabric& f = build_spec(spec);
-    Topology& t = f.topology();
-    const std::uint64_t a = alloc(t.device_memory(0), n * block);
-    const std::uint64_t b = alloc(t.device_memory(3), n * block);
-    std::optional<BatchOutcome> out;
-    post_blocks({read ? 3 : 0, 0}, a, b, block, n, out);
-    sc_core::sc_start();
+    build_spec(spec);
+    const auto out = run_blocks(0, 3, {read ? 3 : 0, 0}, block, n);
     ASSERT_TRUE(out && out->ok) << (out ? out->error : "no outcome");
     const SimTime cost = read ? 7 * kUs : 12 * kUs;
     const double share = read ? 0.98 : spec.scale_up.efficiency;
@@ -287,13 +282,8 @@ TEST_F(FabricTest, APathWithoutOverlapAddsEachChunksProcessingToItsBytes) {
   const double chunk_bytes = static_cast<double>(n / 2 * block);
   for (const bool overlap : {false, true}) {
     spec.scale_up_remote.overlap = overlap;
-    Fabric& f = build_spec(spec);
-    Topology& t = f.topology();
-    const std::uint64_t a = alloc(t.device_memory(0), n * block);
-    const std::uint64_t b = alloc(t.device_memory(16), n * block);
-    std::optional<BatchOutcome> out;
-    post_blocks({0, 0}, a, b, block, n, out);
-    sc_core::sc_start();
+    build_spec(spec);
+    const auto out = run_blocks(0, 16, {0, 0}, block, n);
     ASSERT_TRUE(out && out->ok) << (out ? out->error : "no outcome");
     const SimTime chunk_cost = (n / 2) * 4 * kUs;
     const SimTime expect = overlap ? spec.dma.batch_setup + chunk_cost +
@@ -313,14 +303,9 @@ TEST_F(FabricTest, ABatchSpreadsItsChunksOverTheDevicesRails) {
   const std::size_t n = 256;
   SimTime data[2] = {0, 0};
   for (const int rails : {1, 2}) {
-    Fabric& f = build("dgx-h100", {{"fabric.nics_per_node", std::to_string(8 * rails)},
-                                   {"scale_out.bandwidth", "100Gb/s"}});
-    Topology& t = f.topology();
-    const std::uint64_t a = alloc(t.device_memory(2), n * block);
-    const std::uint64_t b = alloc(t.device_memory(10), n * block);
-    std::optional<BatchOutcome> out;
-    post_blocks({2, 0}, a, b, block, n, out);
-    sc_core::sc_start();
+    build("dgx-h100", {{"fabric.nics_per_node", std::to_string(8 * rails)},
+                       {"scale_out.bandwidth", "100Gb/s"}});
+    const auto out = run_blocks(2, 10, {2, 0}, block, n);
     ASSERT_TRUE(out && out->ok) << (out ? out->error : "no outcome");
     data[rails - 1] = out->finished;
   }

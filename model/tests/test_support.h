@@ -69,6 +69,19 @@ class FabricFixture : public ::testing::Test {
     return fabric_->post(engine, std::move(descs), [&out](const BatchOutcome& o) { out = o; });
   }
 
+  /// On the fabric just built: `count` blocks from device `src` to device `dst`, posted on
+  /// `engine`, run to the end; the batch's outcome (empty if it never ended).
+  std::optional<BatchOutcome> run_blocks(int src, int dst, EngineRef engine, std::uint64_t block,
+                                         std::size_t count) {
+    Topology& t = fabric_->topology();
+    const std::uint64_t a = alloc(t.device_memory(src), count * block);
+    const std::uint64_t b = alloc(t.device_memory(dst), count * block);
+    std::optional<BatchOutcome> out;
+    post_blocks(engine, a, b, block, count, out);
+    sc_core::sc_start();
+    return out;
+  }
+
   TopologySpec spec_;
   std::unique_ptr<Fabric> fabric_;
 };
