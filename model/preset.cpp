@@ -166,8 +166,15 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
                               std::pair{"tflops_int8", &s.compute.tflops_int8}}) {
       if (c.has(key)) *value = c.real(key, 0, 1e6);
     }
-    s.compute.prefill_efficiency = c.real("prefill_efficiency", 0, 1);
-    if (!(s.compute.prefill_efficiency > 0)) c.fail_key("prefill_efficiency", "must be in (0, 1]");
+    for (auto [key, value] : {std::pair{"gemm_efficiency", &s.compute.gemm_efficiency},
+                              std::pair{"attention_efficiency", &s.compute.attention_efficiency},
+                              std::pair{"hbm_efficiency", &s.compute.hbm_efficiency},
+                              std::pair{"allreduce_efficiency", &s.compute.allreduce_efficiency}}) {
+      *value = c.real(key, 0, 1);
+      if (!(*value > 0)) c.fail_key(key, "must be in (0, 1]");
+    }
+    s.compute.elementwise_passes = c.real("elementwise_passes", 0, 1000);
+    s.compute.layer_overhead = c.time("layer_overhead");
   }
   s.scale_up_over_scale_out = top.boolean("scale_up_over_scale_out");
   s.fault_detection_time = top.time("fault_detection_time");

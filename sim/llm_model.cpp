@@ -21,14 +21,20 @@ std::uint64_t LlmModel::kv_elements_per_token(int tensor_parallel) const {
   return static_cast<std::uint64_t>(heads_per_rank) * static_cast<std::uint64_t>(head_dim);
 }
 
-double LlmModel::active_params_per_layer() const {
+double LlmModel::attention_params_per_layer() const {
   const double h = hidden;
   const double q = static_cast<double>(heads) * head_dim;
   const double kv = mla ? static_cast<double>(mla->kv_lora_rank + mla->qk_rope_head_dim)
                         : 2.0 * kv_heads * head_dim;
-  const double attention = h * q + h * kv + q * h;             // Q, K and V (or the latent), output
-  const double mlp = 3.0 * h * intermediate * experts_active;  // gate, up, down
-  return attention + mlp;
+  return h * q + h * kv + q * h;  // Q, K and V (or the latent), output
+}
+
+double LlmModel::expert_params() const {
+  return 3.0 * hidden * intermediate;  // gate, up, down
+}
+
+double LlmModel::active_params_per_layer() const {
+  return attention_params_per_layer() + expert_params() * experts_active;
 }
 
 double LlmModel::prefill_flops_per_layer(std::uint64_t tokens) const {
@@ -82,6 +88,11 @@ LlmModel model_from(const YAML::Node& root, const std::string& origin, const std
   m.head_dim = static_cast<int>(r.integer("head_dim", 1, 4096));
   if (r.has("experts_active"))
     m.experts_active = static_cast<int>(r.integer("experts_active", 1, 1024));
+  m.experts = m.experts_active;
+  if (r.has("experts")) {
+    m.experts = static_cast<int>(r.integer("experts", 1, 65536));
+    if (m.experts < m.experts_active) r.fail_key("experts", "must be at least experts_active");
+  }
   if (r.has("mla")) {
     model::YamlReader mla = r.child("mla");
     m.mla = Mla{static_cast<int>(mla.integer("kv_lora_rank", 1, 65536)),

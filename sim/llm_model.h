@@ -25,6 +25,7 @@ struct LlmModel {
   int kv_heads = 0;
   int head_dim = 0;
   int experts_active = 1;  ///< experts a token passes through (1 for dense)
+  int experts = 1;         ///< routed experts per layer (1 for dense)
   std::optional<Mla> mla;
 
   /// Elements of one KV tensor (K or V) per token and layer on one tensor-parallel rank. GQA
@@ -34,6 +35,10 @@ struct LlmModel {
   std::uint64_t kv_elements_per_token(int tensor_parallel) const;
   /// Parameters of one layer a token's compute touches (attention + active MLP experts).
   double active_params_per_layer() const;
+  /// Attention parameters of one layer (Q, K and V or the latent, output projection).
+  double attention_params_per_layer() const;
+  /// Parameters of one MLP expert (gate, up, down), or of the dense MLP.
+  double expert_params() const;
   /// FLOPs of one layer's prefill over `tokens` prompt tokens, whole model (all ranks):
   /// 2 x tokens x active parameters + 2 x tokens^2 x heads x head_dim (causal attention).
   double prefill_flops_per_layer(std::uint64_t tokens) const;

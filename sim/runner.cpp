@@ -187,6 +187,8 @@ class Run {
     rr.id = id;
     rr.prompt_tokens = req.prompt_tokens;
     rr.arrival = req.arrival;
+    // The engine's hop and scheduling before prefill (serving.engine; zero for a bare run).
+    if (s_.engine.request_overhead > 0) platform().sleep(s_.engine.request_overhead);
     rr.prefill_start = platform().now();
     const auto layers = static_cast<std::size_t>(s_.model.layers);
     const std::uint64_t blocks =
@@ -250,10 +252,21 @@ class Run {
         if (code != LLMStatusCode::LLM_SUCCESS) fail(std::string(impl::to_string(code)));
       }
     } else {
+      // The decode side asks for the KV after the engine's handoff, and not before its
+      // bootstrap with the prefill side (which ran from arrival, beside prefill).
+      const SimTime ask = std::max(rr.prefill_end + s_.engine.handoff,
+                                   rr.arrival + s_.engine.bootstrap);
+      if (ask > platform().now()) platform().sleep(ask - platform().now());
+      rr.transfer_start = platform().now();
       pull_all(src_blocks, dst_blocks, fail);
     }
     rr.transfer_end = platform().now();
-    if (!layerwise) rr.transfer_start = rr.prefill_end;
+    if (s_.engine.decodes) {
+      // The decode instance's first step over the prompt's KV makes the first token; timed, not
+      // slept, so that the next request's arrival is unchanged.
+      rr.first_token = rr.transfer_end + s_.engine.first_token_overhead +
+                       s_.decode_step_time(1, req.prompt_tokens);
+    }
     if (trace_) {
       trace_->add_span("requests", "request " + std::to_string(id), "prefill", rr.prefill_start,
                        rr.prefill_end);

@@ -4,6 +4,7 @@
 // (pull_blocks). Collects per-request timings, link usage, diagnostics and a trace.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -41,9 +42,11 @@ struct RequestResult {
   model::SimTime first_token = 0;   ///< first token out of the decode instance
   model::SimTime completion = 0;    ///< last token out
 
-  /// Transfer time not hidden behind prefill compute.
+  /// Transfer time not hidden behind prefill compute: from the later of prefill's end and the
+  /// decode side asking for the KV (an engine's handoff is not transfer time).
   model::SimTime exposed() const {
-    return transfer_end > prefill_end ? transfer_end - prefill_end : 0;
+    const model::SimTime from = std::max(prefill_end, transfer_start);
+    return transfer_end > from ? transfer_end - from : 0;
   }
   /// Arrival to KV ready on the decode side.
   model::SimTime kv_ready() const { return transfer_end - arrival; }

@@ -25,6 +25,9 @@ using model::YamlReader;
 // One request's whole prefill may take at most this long: 64-bit picoseconds hold 213 days.
 constexpr double kLongestPrefillSeconds = 1e6;
 
+// Seconds to simulated time, rounded up (callers keep `seconds` within kLongestPrefillSeconds).
+SimTime seconds_to_ps(double seconds) { return static_cast<SimTime>(std::ceil(seconds * 1e12)); }
+
 void apply_overrides(YAML::Node root, const std::string& origin,
                      const std::vector<ScenarioOverride>& overrides) {
   for (const auto& [key, value] : overrides) {
@@ -150,9 +153,33 @@ std::pair<int, int> read_instances(YamlReader& r, const std::string& key) {
   return {count, m[2].matched ? std::stoi(m[2]) : 0};
 }
 
+// serving: {engine, request_overhead, bootstrap, handoff, first_token_overhead}: the engine
+// profile, then the scenario's own values of its costs.
+EngineProfile read_engine(YamlReader& r) {
+  EngineProfile e;
+  if (r.has("engine")) {
+    try {
+      e = load_engine(r.text("engine"));
+    } catch (const ModelError& err) {
+      r.fail_key("engine", err.what());
+    }
+  }
+  const std::pair<const char*, SimTime*> costs[] = {
+      {"request_overhead", &e.request_overhead},
+      {"bootstrap", &e.bootstrap},
+      {"handoff", &e.handoff},
+      {"first_token_overhead", &e.first_token_overhead}};
+  for (const auto& [key, field] : costs) {
+    if (!r.has(key)) continue;
+    if (e.name == "none") r.fail_key(key, "sets an engine cost: name the engine (serving.engine)");
+    *field = r.time(key);
+  }
+  return e;
+}
+
 // instances: {prefill, decode} and serving: {router, token_budget, decode_batch, cache_blocks,
 // memory_utilization, decode_efficiency, verify, slo: {ttft, tpot}}.
-ServingSpec read_serving(YamlReader& top, const Scenario& s) {
+ServingSpec read_serving(YamlReader& top, Scenario& s) {
   ServingSpec v;
   {
     YamlReader in = top.child("instances");
@@ -168,6 +195,7 @@ ServingSpec read_serving(YamlReader& top, const Scenario& s) {
   }
   if (!top.has("serving")) return v;
   YamlReader r = top.child("serving");
+  s.engine = read_engine(r);
   if (r.has("router")) {
     const std::string router = r.text("router");
     if (router == "round_robin")
@@ -252,6 +280,14 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       s.model.heads = static_cast<int>(m.integer("heads", 1, 1024));
       s.model.kv_heads = static_cast<int>(m.integer("kv_heads", 1, 1024));
       s.model.head_dim = static_cast<int>(m.integer("head_dim", 1, 4096));
+      if (m.has("experts_active"))
+        s.model.experts_active = static_cast<int>(m.integer("experts_active", 1, 1024));
+      s.model.experts = s.model.experts_active;
+      if (m.has("experts")) {
+        s.model.experts = static_cast<int>(m.integer("experts", 1, 65536));
+        if (s.model.experts < s.model.experts_active)
+          m.fail_key("experts", "must be at least experts_active");
+      }
     } else {
       try {
         s.model = load_model(name);
@@ -333,6 +369,12 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     auto longest_prefill_s = [&s] {
       std::uint64_t longest = 0;
       for (const Request& q : s.requests) longest = std::max(longest, q.prompt_tokens);
+      if (s.prefill_from_preset) {
+        return std::pair{longest, s.compute.prefill_layer(s.model, longest, s.tensor_parallel,
+                                                          s.dtype_bytes)
+                                          .total() *
+                                      s.model.layers};
+      }
       const double flops = s.model.prefill_flops_per_layer(longest) / s.tensor_parallel;
       return std::pair{longest,
                        flops / (s.device_tflops * 1e12 * s.compute_efficiency) * s.model.layers};
@@ -342,15 +384,15 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       std::snprintf(text, sizeof text,
                     "with efficiency %g gives a %.3g s prefill for the %llu-token prompt; "
                     "simulated time allows at most %.0f s",
-                    s.compute_efficiency, prefill_s, static_cast<unsigned long long>(longest),
-                    kLongestPrefillSeconds);
+                    s.compute_efficiency, prefill_s, static_cast<unsigned long long>(longest), kLongestPrefillSeconds);
       return std::string(text);
     };
+    const model::TopologySpec preset = model::load_preset(s.preset, s.hardware_overrides);
+    s.compute = ComputeModel::from(preset, s.dtype);
     if (!top.has("prefill")) {
-      // The preset's compute: its dense peak for the dtype at its prefill efficiency.
-      const model::ComputeSpec c = model::load_preset(s.preset, s.hardware_overrides).compute;
-      s.device_tflops = c.tflops(s.dtype);
-      s.compute_efficiency = c.prefill_efficiency;
+      // The preset's compute model at the scenario's dtype.
+      s.device_tflops = s.compute.peak_flops / 1e12;
+      s.compute_efficiency = preset.compute.gemm_efficiency;
       s.prefill_from_preset = true;
       if (!(s.device_tflops > 0 && s.compute_efficiency > 0)) {
         top.fail_key("prefill", "is required: preset " + s.preset + " gives no " + s.dtype +
@@ -423,9 +465,20 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
                                     std::to_string(spec.nodes) +
                                     " (set hardware.nodes: " + std::to_string(needed) + ")");
     }
-  } else if (top.has("serving")) {
-    top.fail_key("serving", "needs an instances section");
   } else {
+    if (top.has("serving")) {
+      // One request on a bare pair: only the engine around it (its per-request costs).
+      YamlReader r = top.child("serving");
+      s.engine = read_engine(r);
+      for (const auto& kv : r.node()) {
+        const std::string key = kv.first.as<std::string>();
+        if (key != "engine" && key != "request_overhead" && key != "bootstrap" &&
+            key != "handoff" && key != "first_token_overhead") {
+          r.fail_key(key, "needs an instances section (a single-request run takes only the "
+                          "engine and its costs)");
+        }
+      }
+    }
     YamlReader pl = top.child("placement");
     s.prompt_node = static_cast<int>(pl.integer("prompt_node", 0, spec.nodes - 1));
     s.decode_node = static_cast<int>(pl.integer("decode_node", 0, spec.nodes - 1));
@@ -435,6 +488,10 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
                                      " ranks on a " + std::to_string(spec.devices_per_node) +
                                      "-device node");
     }
+  }
+  if (s.engine.decodes && !(s.compute.hbm_rate > 0)) {
+    top.fail_key("serving", "names engine " + s.engine.name + ", whose decode step needs the " +
+                                "preset's compute: section (preset " + s.preset + " has none)");
   }
   if (top.has("sweep")) {
     const YAML::Node axes = top.node()["sweep"];
@@ -503,9 +560,21 @@ const char* to_string(TransferMethod method) {
 
 SimTime Scenario::prefill_layer_time(std::uint64_t prompt_tokens) const {
   if (layer_time) return *layer_time;
+  if (prefill_from_preset) {
+    return seconds_to_ps(
+        compute.prefill_layer(model, prompt_tokens, tensor_parallel, dtype_bytes).total());
+  }
   const double flops = model.prefill_flops_per_layer(prompt_tokens) / tensor_parallel;
   return static_cast<SimTime>(
       std::ceil(flops / (device_tflops * 1e12 * compute_efficiency) * 1e12));
+}
+
+SimTime Scenario::decode_step_time(std::uint64_t batch, std::uint64_t kv_tokens) const {
+  const double kv = static_cast<double>(kv_tokens) *
+                    static_cast<double>(model.kv_elements_per_token(tensor_parallel)) * 2.0 *
+                    model.layers * dtype_bytes;
+  return seconds_to_ps(
+      compute.decode_step(model, tensor_parallel, dtype_bytes, batch, kv));
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<ScenarioOverride>& overrides) {

@@ -11,6 +11,8 @@
 
 #include "model/fabric.h"
 #include "model/preset.h"
+#include "sim/compute_model.h"
+#include "sim/engine_profile.h"
 #include "sim/llm_model.h"
 #include "sim/serving/block_pool.h"
 #include "sim/serving/workload.h"
@@ -81,6 +83,9 @@ struct Scenario {
   double device_tflops = 0;                  ///< dense TFLOPS of one device
   double compute_efficiency = 0;             ///< achieved / peak, in (0, 1]
   bool prefill_from_preset = false;          ///< no prefill: section: the preset's compute
+  ComputeModel compute;  ///< the preset's compute (prices prefill when prefill_from_preset)
+  /// The serving engine around the API (serving.engine; "none": a bare API run).
+  EngineProfile engine;
   TransferMethod method = TransferMethod::kLayerwise;
   int api_version = 2;
   /// llm.SyncKvCacheWaitTime of every engine in ms, when the scenario sets it (library default
@@ -97,6 +102,8 @@ struct Scenario {
 
   /// Per-layer prefill time of one request on one rank.
   model::SimTime prefill_layer_time(std::uint64_t prompt_tokens) const;
+  /// One decode step of `batch` requests holding `kv_tokens` tokens of KV, on one rank.
+  model::SimTime decode_step_time(std::uint64_t batch, std::uint64_t kv_tokens) const;
 };
 
 /// A "dotted.key=value" change applied to the scenario's YAML before parsing (sweeps, --set).

@@ -1,12 +1,18 @@
-"""Refits a preset's fitted values to the published rows they came from, with leave-one-out error.
+"""Refits fitted values to the published rows they came from, with leave-one-out error.
 
-``kvsim calibrate NAME`` reads scenarios/calibration/NAME.yaml (a preset, a scenario and the
-published rows, each a set of overrides and a bandwidth), takes the preset values whose
-``uncertain:`` entry says ``fitted_to: NAME``, and fits them within their plausible ranges by
-minimising the squared log error over the rows (coordinate descent with a golden-section search
-per value, on a log scale where the range spans a factor of 4 or more). Then, for every row, it
-fits on the other rows and predicts that one: the leave-one-out error says how well the model
-predicts a row it was not fitted to. Deterministic: no random start, no wall clock.
+``kvsim calibrate NAME`` reads scenarios/calibration/NAME.yaml (a preset, a scenario, a metric
+and the published rows, each a set of overrides and a figure), takes the values whose
+``uncertain:`` entry says ``fitted_to: NAME`` (in the preset, or in the engine profiles of
+scenarios/engines.yaml), and fits them within their plausible ranges by minimising the squared
+log error over the rows (coordinate descent with a golden-section search per value, on a log
+scale where the range spans a factor of 4 or more). Then, for every row, it fits on the other
+rows and predicts that one: the leave-one-out error says how well the model predicts a row it
+was not fitted to. Deterministic: no random start, no wall clock.
+
+Metrics: effective_gbps (a transfer's bandwidth, simulated), ttft_ms (time to first token of the
+one request, simulated), layer_linear_us (one prefill layer's projections, MLP, weight reads,
+elementwise passes and kernel overhead on one rank, from the compute model alone: what an
+operator profile such as Vidur's measures).
 """
 import argparse
 import json
@@ -31,36 +37,82 @@ def calibration_dir():
         _core._source_dir, "scenarios", "calibration")
 
 
-class _Model:
-    """Runs the dataset's rows with given values of the fitted keys; caches every run."""
+METRICS = ("effective_gbps", "ttft_ms", "layer_linear_us")
 
-    def __init__(self, folder, data, jobs):
+
+def _engine_library():
+    return os.environ.get("KVSIM_ENGINES") or os.path.join(_core._source_dir, "scenarios",
+                                                           "engines.yaml")
+
+
+def _engine_params(name):
+    """Engine-profile values fitted to dataset `name`, as uncertain parameters whose override
+    key is serving.<key> (the scenario's own engine costs)."""
+    with open(_engine_library()) as f:
+        engines = yaml.safe_load(f) or {}
+    out = []
+    for engine, body in engines.items():
+        for key, u in ((body or {}).get("uncertain") or {}).items():
+            if u.get("fitted_to") != name:
+                continue
+            out.append({"key": f"{engine}.{key}", "override": f"serving.{key}",
+                        "value": str(body[key]), "low": str(u["low"]), "high": str(u["high"]),
+                        "source": u.get("source", ""), "fitted_to": name, "integer": False})
+    return out
+
+
+class _Model:
+    """Predicts the dataset's rows with given values of the fitted keys; caches every run."""
+
+    def __init__(self, folder, data, jobs, overrides):
         self.source = _results._source(os.path.normpath(os.path.join(folder, data["scenario"])))
         self.preset = data["preset"]
+        self.metric = data.get("metric", "effective_gbps")
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {self.metric!r}")
         self.rows = data["rows"]
+        for i, row in enumerate(self.rows):
+            row.setdefault("published", row.get("published_gbps"))
+            if not isinstance(row["published"], (int, float)) or row["published"] <= 0:
+                raise ValueError(f"row {i} ({row.get('label')}): published must be a positive "
+                                 "number")
         self.jobs = jobs
+        self.overrides = overrides  # {fitted key: the override key that sets it}
         self.cache = {}
         self.runs = 0
 
+    def _points(self, values, rows):
+        points = []
+        for i in rows:
+            sets = [("hardware.preset", self.preset)]
+            sets += [(k, str(v)) for k, v in self.rows[i]["set"].items()]
+            sets += [(self.overrides[k], v) for k, v in values.items()]
+            points.append(sets)
+        return points
+
     def predict(self, values, rows):
-        """GB/s of each row index in `rows` with the fitted keys at `values` ({key: text})."""
-        want = [i for i in rows if (i, tuple(sorted(values.items()))) not in self.cache]
+        """The metric of each row index in `rows` with the fitted keys at `values` ({key: text})."""
+        tag = tuple(sorted(values.items()))
+        want = [i for i in rows if (i, tag) not in self.cache]
         if want:
-            points = []
-            for i in want:
-                sets = [("hardware.preset", self.preset)]
-                sets += [(k, str(v)) for k, v in self.rows[i]["set"].items()]
-                sets += [("hardware." + k, v) for k, v in values.items()]
-                points.append(sets)
-            results = _results._run_list(self.source, points, self.jobs)
+            points = self._points(values, want)
+            if self.metric == "layer_linear_us":
+                got = [1e6 * (c["total"] - c["attention"] - c["allreduce"])
+                       for c in _core._layer_costs(self.source, points)]
+            else:
+                results = _results._run_list(self.source, points, self.jobs)
+                if self.metric == "effective_gbps":
+                    got = [r.effective_gbps for r in results]
+                else:
+                    got = [r.requests[0]["ttft_us"] / 1e3 for r in results]
             self.runs += len(points)
-            for i, r in zip(want, results):
-                self.cache[(i, tuple(sorted(values.items())))] = r.effective_gbps
-        return [self.cache[(i, tuple(sorted(values.items())))] for i in rows]
+            for i, g in zip(want, got):
+                self.cache[(i, tag)] = g
+        return [self.cache[(i, tag)] for i in rows]
 
     def loss(self, values, rows):
         pred = self.predict(values, rows)
-        return sum(math.log(p / self.rows[i]["published_gbps"]) ** 2 for p, i in zip(pred, rows))
+        return sum(math.log(p / self.rows[i]["published"]) ** 2 for p, i in zip(pred, rows))
 
 
 def _fit(model, params, start, rows, steps):
@@ -114,11 +166,15 @@ def calibrate(name, folder=None, jobs=None, steps=10, progress=True):
         data = yaml.safe_load(f)
     if len(data.get("rows") or []) < 2:
         raise ValueError(f"{path}: needs at least two rows (leave-one-out fits on the others)")
-    model = _Model(folder, data, jobs or os.cpu_count() or 1)
-    every = _core._uncertain(model.source, [("hardware.preset", data["preset"])])
-    params = [p for p in every if p["fitted_to"] == name]
+    source = _results._source(os.path.normpath(os.path.join(folder, data["scenario"])))
+    every = _core._uncertain(source, [("hardware.preset", data["preset"])])
+    params = [dict(p, override="hardware." + p["key"]) for p in every if p["fitted_to"] == name]
+    params += _engine_params(name)
     if not params:
-        raise ValueError(f"preset {data['preset']} has no value with fitted_to: {name}")
+        raise ValueError(f"neither preset {data['preset']} nor an engine profile has a value "
+                         f"with fitted_to: {name}")
+    model = _Model(folder, data, jobs or os.cpu_count() or 1,
+                   {p["key"]: p["override"] for p in params})
     preset_values = {p["key"]: p["value"] for p in params}
     start = {p["key"]: min(1.0, max(0.0, _fraction(p, preset_values[p["key"]]))) for p in params}
     n = len(model.rows)
@@ -139,14 +195,14 @@ def calibrate(name, folder=None, jobs=None, steps=10, progress=True):
         rest = [j for j in everything if j != i]
         loo_values, _ = _fit(model, params, start, rest, steps)
         loo = model.predict(loo_values, [i])[0]
-        pub = model.rows[i]["published_gbps"]
-        rows.append({"label": model.rows[i]["label"], "published_gbps": pub,
-                     "preset_gbps": preset_pred[i], "preset_error_pct": _err(preset_pred[i], pub),
-                     "fitted_gbps": fitted_pred[i], "fitted_error_pct": _err(fitted_pred[i], pub),
-                     "loo_gbps": loo, "loo_error_pct": _err(loo, pub), "loo_values": loo_values})
+        pub = model.rows[i]["published"]
+        rows.append({"label": model.rows[i]["label"], "published": pub,
+                     "preset": preset_pred[i], "preset_error_pct": _err(preset_pred[i], pub),
+                     "fitted": fitted_pred[i], "fitted_error_pct": _err(fitted_pred[i], pub),
+                     "loo": loo, "loo_error_pct": _err(loo, pub), "loo_values": loo_values})
     if progress:
         sys.stderr.write("\n")
-    return {"dataset": name, "preset": data["preset"], "params": params,
+    return {"dataset": name, "preset": data["preset"], "metric": model.metric, "params": params,
             "preset_values": preset_values, "fitted_values": fitted, "fitted_loss": loss,
             "rows": rows, "runs": model.runs}
 
@@ -163,12 +219,12 @@ def markdown(c):
         lines.append(f"| {p['key']} | {c['preset_values'][p['key']]} | "
                      f"{_sensitivity._human(p, c['fitted_values'][p['key']])} | "
                      f"{p['low']} .. {p['high']} |")
-    lines += ["", "| row | published GB/s | preset | fitted | leave-one-out |",
+    lines += ["", f"| row | published {c['metric']} | preset | fitted | leave-one-out |",
               "|---|---|---|---|---|"]
     for r in c["rows"]:
-        lines.append(f"| {r['label']} | {r['published_gbps']:.4g} | {r['preset_gbps']:.4g} "
-                     f"({r['preset_error_pct']:+.0f} %) | {r['fitted_gbps']:.4g} "
-                     f"({r['fitted_error_pct']:+.0f} %) | {r['loo_gbps']:.4g} "
+        lines.append(f"| {r['label']} | {r['published']:.4g} | {r['preset']:.4g} "
+                     f"({r['preset_error_pct']:+.0f} %) | {r['fitted']:.4g} "
+                     f"({r['fitted_error_pct']:+.0f} %) | {r['loo']:.4g} "
                      f"({r['loo_error_pct']:+.0f} %) |")
     lines += ["", f"RMS error: preset {rms([r['preset_error_pct'] for r in c['rows']]):.0f} %, "
               f"fitted {rms([r['fitted_error_pct'] for r in c['rows']]):.0f} %, "

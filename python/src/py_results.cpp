@@ -192,6 +192,25 @@ void bind_results(py::module_& m) {
       "The scenario's preset's uncertain parameters; pinned: the scenario sets the key itself, or "
       "the key cannot change its answer (compute when it gives its own prefill, another path).");
   m.def(
+      "_layer_costs",
+      [](const py::dict& source, const std::vector<std::vector<sim::ScenarioOverride>>& points) {
+        py::list out;
+        for (const auto& overrides : points) {
+          const sim::Scenario s = to_source(source).load(overrides);
+          if (s.requests.empty()) throw std::invalid_argument("the scenario has no request");
+          const sim::LayerCost c = s.compute.prefill_layer(s.model, s.requests[0].prompt_tokens,
+                                                           s.tensor_parallel, s.dtype_bytes);
+          out.append(py::dict("gemm"_a = c.gemm, "weights"_a = c.weights,
+                              "elementwise"_a = c.elementwise, "attention"_a = c.attention,
+                              "allreduce"_a = c.allreduce, "overhead"_a = c.overhead,
+                              "total"_a = c.total()));
+        }
+        return out;
+      },
+      "source"_a, "points"_a,
+      "One prefill layer's cost on one rank by part (seconds), for the first request's prompt of "
+      "each point, from the preset's compute model (no simulation).");
+  m.def(
       "_quantity",
       [](const std::string& text) {
         static const char* const kinds[] = {"number", "time", "bandwidth", "bytes"};

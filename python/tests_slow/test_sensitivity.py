@@ -118,7 +118,7 @@ def test_values_that_cannot_move_the_answer_are_not_varied():
         return {p["key"]: p["pinned"] for p in _core._uncertain(source, overrides)}
 
     plain = pinned([])
-    assert plain["compute.prefill_efficiency"] and plain["paths.hixl_cs.scale_out.descriptor_cost"]
+    assert plain["compute.gemm_efficiency"] and plain["paths.hixl_cs.scale_out.descriptor_cost"]
     assert not plain["scale_out.descriptor_cost"]
     cs = pinned([("transfer.path", "hixl_cs")])
     assert not cs["paths.hixl_cs.scale_out.descriptor_cost"]

@@ -63,8 +63,8 @@ def test_calibrate_fits_within_the_ranges_and_leaves_one_out(tmp_path):
     assert len(c["rows"]) == 8
     # The fit on all rows is no worse than the preset's own values on them, in the fit's own
     # loss (squared log bandwidth error; the preset may already be the optimum of that loss).
-    sq = lambda k: sum(math.log(r[k] / r["published_gbps"]) ** 2 for r in c["rows"])  # noqa: E731
-    assert sq("fitted_gbps") <= sq("preset_gbps") + 1e-9
+    sq = lambda k: sum(math.log(r[k] / r["published"]) ** 2 for r in c["rows"])  # noqa: E731
+    assert sq("fitted") <= sq("preset") + 1e-9
     # Each leave-one-out fit stays inside the plausible ranges and differs from the full fit
     # somewhere (a row left out moves it).
     from kvsim import _core

@@ -295,7 +295,8 @@ class Serving {
     try {
       std::size_t next = 0;
       for (std::size_t i = 0; i < live_.size(); ++i) {
-        const SimTime at = live_[i].r.arrival;
+        // The engine's router or proxy hop and scheduling come before any prefill queue.
+        const SimTime at = live_[i].r.arrival + s_.engine.request_overhead;
         if (platform().now() < at) platform().sleep(at - platform().now());
         std::size_t p = next;
         if (v_.router == ServingSpec::Router::kRoundRobin) {
@@ -563,6 +564,11 @@ class Serving {
   void pull(int id) {
     Live& q = live_[static_cast<std::size_t>(id)];
     try {
+      // The engine's handoff to the decode side, and its bootstrap from arrival (beside prefill).
+      const SimTime ask =
+          std::max(platform().now() + s_.engine.handoff, q.r.arrival + s_.engine.bootstrap);
+      if (ask > platform().now()) platform().sleep(ask - platform().now());
+      q.r.transfer_start = platform().now();
       Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
       Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
       std::vector<std::unique_ptr<impl::Signal>> done;
@@ -689,7 +695,7 @@ class Serving {
         std::vector<int> still;
         for (const int id : inst.running) {
           Live& q = live_[static_cast<std::size_t>(id)];
-          if (++q.generated == 1) q.r.first_token = platform().now();
+          if (++q.generated == 1) q.r.first_token = platform().now() + s_.engine.first_token_overhead;
           if (q.generated < q.r.output_tokens) {
             still.push_back(id);
             continue;

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "model/errors.h"
 #include "model/preset.h"
+#include "sim/runner.h"
 
 namespace kvsim::sim {
 namespace {
@@ -121,16 +123,16 @@ TEST(Scenario, WithoutAPrefillSectionThePresetsComputePricesPrefill) {
   const Scenario s = parse_scenario(text, "base.yaml");
   const model::TopologySpec spec = model::load_preset("atlas-a2", s.hardware_overrides);
   EXPECT_EQ(s.device_tflops, spec.compute.tflops_bf16);
-  EXPECT_EQ(s.compute_efficiency, spec.compute.prefill_efficiency);
-  const double flops = s.model.prefill_flops_per_layer(4096) / 8;
-  EXPECT_EQ(
-      s.prefill_layer_time(4096),
-      static_cast<model::SimTime>(std::ceil(
-          flops / (spec.compute.tflops_bf16 * 1e12 * spec.compute.prefill_efficiency) * 1e12)));
+  EXPECT_TRUE(s.prefill_from_preset);
+  // The preset's roofline prices a layer, and the scenario's dtype picks the peak.
+  const ComputeModel c = ComputeModel::from(spec, "bf16");
+  EXPECT_EQ(s.prefill_layer_time(4096),
+            static_cast<model::SimTime>(
+                std::ceil(c.prefill_layer(s.model, 4096, 8, 2).total() * 1e12)));
   // A hardware override of the preset's compute reaches it.
   const Scenario faster =
-      parse_scenario(text, "base.yaml", {{"hardware.compute.prefill_efficiency", "0.25"}});
-  EXPECT_EQ(faster.compute_efficiency, 0.25);
+      parse_scenario(text, "base.yaml", {{"hardware.compute.gemm_efficiency", "0.9"}});
+  EXPECT_LT(faster.prefill_layer_time(4096), s.prefill_layer_time(4096));
   // A2 has no FP8 compute: the scenario must say, and the error says which section.
   try {
     parse_scenario(text, "base.yaml", {{"model.dtype", "fp8"}});
@@ -140,6 +142,56 @@ TEST(Scenario, WithoutAPrefillSectionThePresetsComputePricesPrefill) {
                                          "fp8 compute"),
               std::string::npos)
         << e.what();
+  }
+}
+
+TEST(Scenario, AnEngineProfileAddsItsCostsAroundPrefillTransferAndTheFirstDecodeStep) {
+  std::string text = kBase;
+  text.erase(text.find("faults:"));
+  const std::vector<ScenarioOverride> pull{{"transfer.method", "pull_blocks"},
+                                           {"workload.requests", "1"}};
+  RunOptions quiet;
+  quiet.trace = false;
+  const Scenario bare_s = parse_scenario(text, "base.yaml", pull);
+  EXPECT_EQ(bare_s.engine.name, "none");
+  const RunResult bare = run_scenario(bare_s, quiet);
+  auto with = pull;
+  with.insert(with.end(), {{"serving.engine", "vllm"},
+                           {"serving.request_overhead", "7ms"},
+                           {"serving.handoff", "3ms"},
+                           {"serving.first_token_overhead", "2ms"}});
+  const Scenario vllm_s = parse_scenario(text, "base.yaml", with);
+  const RunResult vllm = run_scenario(vllm_s, quiet);
+  ASSERT_EQ(bare.requests.size(), 1u);
+  ASSERT_EQ(vllm.requests.size(), 1u);
+  const RequestResult &b = bare.requests[0], &v = vllm.requests[0];
+  ASSERT_TRUE(b.ok && v.ok);
+  EXPECT_EQ(b.ttft(), b.kv_ready());  // no engine: the first token is not modelled
+  EXPECT_EQ(v.prefill_start - b.prefill_start, 7 * model::kMs);
+  EXPECT_EQ(v.transfer_start - v.prefill_end, 3 * model::kMs);
+  EXPECT_EQ(v.exposed(), b.exposed());  // the handoff is not transfer time
+  const model::SimTime step = vllm_s.decode_step_time(1, 4096);
+  EXPECT_GT(step, 0u);
+  EXPECT_EQ(v.ttft(), b.ttft() + 7 * model::kMs + 3 * model::kMs + 2 * model::kMs + step);
+  // A bootstrap longer than prefill holds the pull back to arrival + bootstrap.
+  auto slow = pull;
+  slow.insert(slow.end(), {{"serving.engine", "sglang"},
+                           {"serving.request_overhead", "0s"},
+                           {"serving.bootstrap", "5s"}});
+  const RunResult boot = run_scenario(parse_scenario(text, "base.yaml", slow), quiet);
+  EXPECT_EQ(boot.requests.at(0).transfer_start, boot.requests[0].arrival + 5 * model::kSec);
+  // Costs need an engine, and an unknown engine names the choices.
+  for (const auto& [key, value, rule] :
+       {std::tuple<std::string, std::string, std::string>{
+            "serving.handoff", "1ms", "key 'serving.handoff' sets an engine cost"},
+        {"serving.engine", "tgi", "engine 'tgi' is not in"},
+        {"serving.router", "round_robin", "key 'serving.router' needs an instances section"}}) {
+    try {
+      parse_scenario(text, "base.yaml", {{key, value}});
+      ADD_FAILURE() << key << "=" << value << " accepted";
+    } catch (const model::ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
   }
 }
 

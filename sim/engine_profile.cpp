@@ -1,0 +1,78 @@
+#include "sim/engine_profile.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "model/errors.h"
+#include "model/yaml_reader.h"
+
+#ifndef KVSIM_SOURCE_DIR
+#define KVSIM_SOURCE_DIR "."
+#endif
+
+namespace kvsim::sim {
+
+using model::ErrorKind;
+using model::ModelError;
+
+namespace {
+
+constexpr const char* kKeys[] = {"request_overhead", "bootstrap", "handoff",
+                                 "first_token_overhead"};
+
+YAML::Node library(const std::string& path) {
+  const YAML::Node root = model::load_yaml_file(path);
+  if (!root.IsMap()) {
+    throw ModelError(ErrorKind::kFormat,
+                     path + ":" + std::to_string(root.Mark().line + 1) +
+                         ": the engine library must map engine names to their costs (file named "
+                         "by KVSIM_ENGINES, else scenarios/engines.yaml)");
+  }
+  return root;
+}
+
+}  // namespace
+
+std::string engine_library_path() {
+  if (const char* env = std::getenv("KVSIM_ENGINES")) return env;
+  return std::string(KVSIM_SOURCE_DIR) + "/scenarios/engines.yaml";
+}
+
+std::vector<std::string> available_engines() {
+  const std::string path = engine_library_path();
+  std::vector<std::string> names{"none"};
+  for (const auto& kv : library(path)) {
+    if (!kv.first.IsScalar() || !kv.second.IsMap()) {
+      throw ModelError(ErrorKind::kFormat, path + ":" + std::to_string(kv.first.Mark().line + 1) +
+                                               ": each engine entry must be 'name: {...}'");
+    }
+    names.push_back(kv.first.as<std::string>());
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+EngineProfile load_engine(const std::string& name) {
+  EngineProfile e;
+  if (name == "none") return e;
+  const std::string path = engine_library_path();
+  const YAML::Node root = library(path);
+  if (!root[name]) {
+    std::string names;
+    for (const auto& n : available_engines()) names += (names.empty() ? "" : ", ") + n;
+    throw ModelError(ErrorKind::kUnknownPreset,
+                     "engine '" + name + "' is not in " + path + " (available: " + names + ")");
+  }
+  model::YamlReader r(root[name], path, name);
+  e.name = name;
+  e.decodes = true;
+  model::SimTime* fields[] = {&e.request_overhead, &e.bootstrap, &e.handoff,
+                              &e.first_token_overhead};
+  for (std::size_t i = 0; i < std::size(kKeys); ++i) *fields[i] = r.time(kKeys[i]);
+  (void)r.has("uncertain");  // ranges, read by the sensitivity and calibration tools
+  r.finish();
+  return e;
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,36 @@
+// Serving-engine profiles (scenarios/engines.yaml): what an engine adds to each request around
+// prefill, KV transfer and decode (router or proxy hops, scheduling, the KV bootstrap handshake,
+// the first token's way out). Data only: the runners apply the costs in simulated time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/units.h"
+
+namespace kvsim::sim {
+
+/// One engine's per-request costs; "none" (all zero) is a bare API run with no engine.
+struct EngineProfile {
+  std::string name = "none";
+  model::SimTime request_overhead = 0;  ///< arrival to prefill start (router/proxy hop, scheduling)
+  /// From arrival, beside prefill: the decode side's handshake with the prefill side; KV moves
+  /// only after it (SGLang's bootstrap; 0 where the engine has none).
+  model::SimTime bootstrap = 0;
+  /// Prefill end to the decode side asking for KV (a sequential proxy's second hop, vLLM's).
+  model::SimTime handoff = 0;
+  /// KV ready to the first token, besides the decode step itself: scheduling, sampling, stream.
+  model::SimTime first_token_overhead = 0;
+  /// The engine's first decode step produces the first token (false for "none": TTFT = KV ready).
+  bool decodes = false;
+};
+
+/// Path of the engine library: $KVSIM_ENGINES or the source tree's scenarios/engines.yaml.
+std::string engine_library_path();
+/// Engine `name` from the library; ModelError(kUnknownPreset) naming the choices, kFormat for a
+/// bad file. "none" is always there.
+EngineProfile load_engine(const std::string& name);
+/// Names in the library, sorted ("none" included).
+std::vector<std::string> available_engines();
+
+}  // namespace kvsim::sim
