@@ -81,9 +81,9 @@ struct ComputeSpec {
   double tflops_fp16 = 0;
   double tflops_fp8 = 0;
   double tflops_int8 = 0;
-  double gemm_efficiency = 0;   ///< achieved / peak of a prefill GEMM with many tokens, (0, 1]
+  double gemm_efficiency = 0;       ///< achieved / peak of a prefill GEMM with many tokens, (0, 1]
   double attention_efficiency = 0;  ///< achieved / peak of causal prefill attention, (0, 1]
-  double hbm_efficiency = 0;        ///< achieved / peak HBM bandwidth of weight and activation reads
+  double hbm_efficiency = 0;      ///< achieved / peak HBM bandwidth of weight and activation reads
   double elementwise_passes = 0;  ///< HBM passes over a layer's activations (norms, RoPE, adds)
   SimTime layer_overhead = 0;     ///< fixed cost of one layer's kernels (launches, small ops)
   double allreduce_efficiency = 0;  ///< TP all-reduce bus bandwidth / scale-up link bandwidth

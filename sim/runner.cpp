@@ -254,8 +254,8 @@ class Run {
     } else {
       // The decode side asks for the KV after the engine's handoff, and not before its
       // bootstrap with the prefill side (which ran from arrival, beside prefill).
-      const SimTime ask = std::max(rr.prefill_end + s_.engine.handoff,
-                                   rr.arrival + s_.engine.bootstrap);
+      const SimTime ask =
+          std::max(rr.prefill_end + s_.engine.handoff, rr.arrival + s_.engine.bootstrap);
       if (ask > platform().now()) platform().sleep(ask - platform().now());
       rr.transfer_start = platform().now();
       pull_all(src_blocks, dst_blocks, fail);

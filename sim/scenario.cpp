@@ -26,7 +26,9 @@ using model::YamlReader;
 constexpr double kLongestPrefillSeconds = 1e6;
 
 // Seconds to simulated time, rounded up (callers keep `seconds` within kLongestPrefillSeconds).
-SimTime seconds_to_ps(double seconds) { return static_cast<SimTime>(std::ceil(seconds * 1e12)); }
+SimTime seconds_to_ps(double seconds) {
+  return static_cast<SimTime>(std::ceil(seconds * 1e12));
+}
 
 void apply_overrides(YAML::Node root, const std::string& origin,
                      const std::vector<ScenarioOverride>& overrides) {
@@ -370,10 +372,10 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       std::uint64_t longest = 0;
       for (const Request& q : s.requests) longest = std::max(longest, q.prompt_tokens);
       if (s.prefill_from_preset) {
-        return std::pair{longest, s.compute.prefill_layer(s.model, longest, s.tensor_parallel,
-                                                          s.dtype_bytes)
-                                          .total() *
-                                      s.model.layers};
+        return std::pair{
+            longest,
+            s.compute.prefill_layer(s.model, longest, s.tensor_parallel, s.dtype_bytes).total() *
+                s.model.layers};
       }
       const double flops = s.model.prefill_flops_per_layer(longest) / s.tensor_parallel;
       return std::pair{longest,
@@ -384,7 +386,8 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       std::snprintf(text, sizeof text,
                     "with efficiency %g gives a %.3g s prefill for the %llu-token prompt; "
                     "simulated time allows at most %.0f s",
-                    s.compute_efficiency, prefill_s, static_cast<unsigned long long>(longest), kLongestPrefillSeconds);
+                    s.compute_efficiency, prefill_s, static_cast<unsigned long long>(longest),
+                    kLongestPrefillSeconds);
       return std::string(text);
     };
     const model::TopologySpec preset = model::load_preset(s.preset, s.hardware_overrides);
@@ -474,8 +477,9 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
         const std::string key = kv.first.as<std::string>();
         if (key != "engine" && key != "request_overhead" && key != "bootstrap" &&
             key != "handoff" && key != "first_token_overhead") {
-          r.fail_key(key, "needs an instances section (a single-request run takes only the "
-                          "engine and its costs)");
+          r.fail_key(key,
+                     "needs an instances section (a single-request run takes only the "
+                     "engine and its costs)");
         }
       }
     }
@@ -573,8 +577,7 @@ SimTime Scenario::decode_step_time(std::uint64_t batch, std::uint64_t kv_tokens)
   const double kv = static_cast<double>(kv_tokens) *
                     static_cast<double>(model.kv_elements_per_token(tensor_parallel)) * 2.0 *
                     model.layers * dtype_bytes;
-  return seconds_to_ps(
-      compute.decode_step(model, tensor_parallel, dtype_bytes, batch, kv));
+  return seconds_to_ps(compute.decode_step(model, tensor_parallel, dtype_bytes, batch, kv));
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<ScenarioOverride>& overrides) {

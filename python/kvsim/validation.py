@@ -82,11 +82,12 @@ def validate(folder=None, jobs=None, progress=True):
 
 
 def by_device(rows):
-    """Accuracy per device type, AIConfigurator-style: [{device, rows, mape_pct, within_goal,
-    worst}] in the rows' order of first appearance."""
+    """Accuracy per device type and kind of row (transfer, TTFT), AIConfigurator-style:
+    [{device, rows, mape_pct, within_goal, worst}] in the rows' order of first appearance."""
     groups = {}
-    for r in rows:
-        groups.setdefault(r["device"], []).append(r)
+    for r in rows:  # transfer and serving (TTFT) rows of a device apart: different models
+        kind = "TTFT" if r["metric"] == "ttft_ms" else "transfer"
+        groups.setdefault(f"{r['device']}, {kind}", []).append(r)
     out = []
     for device, rs in groups.items():
         worst = max(rs, key=lambda r: abs(r["error_pct"]))

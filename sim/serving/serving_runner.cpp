@@ -695,7 +695,8 @@ class Serving {
         std::vector<int> still;
         for (const int id : inst.running) {
           Live& q = live_[static_cast<std::size_t>(id)];
-          if (++q.generated == 1) q.r.first_token = platform().now() + s_.engine.first_token_overhead;
+          if (++q.generated == 1)
+            q.r.first_token = platform().now() + s_.engine.first_token_overhead;
           if (q.generated < q.r.output_tokens) {
             still.push_back(id);
             continue;

@@ -126,9 +126,9 @@ TEST(Scenario, WithoutAPrefillSectionThePresetsComputePricesPrefill) {
   EXPECT_TRUE(s.prefill_from_preset);
   // The preset's roofline prices a layer, and the scenario's dtype picks the peak.
   const ComputeModel c = ComputeModel::from(spec, "bf16");
-  EXPECT_EQ(s.prefill_layer_time(4096),
-            static_cast<model::SimTime>(
-                std::ceil(c.prefill_layer(s.model, 4096, 8, 2).total() * 1e12)));
+  EXPECT_EQ(
+      s.prefill_layer_time(4096),
+      static_cast<model::SimTime>(std::ceil(c.prefill_layer(s.model, 4096, 8, 2).total() * 1e12)));
   // A hardware override of the preset's compute reaches it.
   const Scenario faster =
       parse_scenario(text, "base.yaml", {{"hardware.compute.gemm_efficiency", "0.9"}});
