@@ -17,7 +17,7 @@ using model::ModelError;
 
 namespace {
 
-constexpr const char* kKeys[] = {"request_overhead", "bootstrap", "handoff",
+constexpr const char* kKeys[] = {"request_overhead", "bootstrap", "handoff", "transfer_overhead",
                                  "first_token_overhead"};
 
 YAML::Node library(const std::string& path) {
@@ -67,7 +67,7 @@ EngineProfile load_engine(const std::string& name) {
   model::YamlReader r(root[name], path, name);
   e.name = name;
   e.decodes = true;
-  model::SimTime* fields[] = {&e.request_overhead, &e.bootstrap, &e.handoff,
+  model::SimTime* fields[] = {&e.request_overhead, &e.bootstrap, &e.handoff, &e.transfer_overhead,
                               &e.first_token_overhead};
   for (std::size_t i = 0; i < std::size(kKeys); ++i) *fields[i] = r.time(kKeys[i]);
   (void)r.has("uncertain");  // ranges, read by the sensitivity and calibration tools

@@ -19,6 +19,9 @@ struct EngineProfile {
   model::SimTime bootstrap = 0;
   /// Prefill end to the decode side asking for KV (a sequential proxy's second hop, vLLM's).
   model::SimTime handoff = 0;
+  /// The connector's own cost of one request's transfer, before its bytes move (transfer
+  /// engine batch submission, metadata, completion polling): counted as transfer time.
+  model::SimTime transfer_overhead = 0;
   /// KV ready to the first token, besides the decode step itself: scheduling, sampling, stream.
   model::SimTime first_token_overhead = 0;
   /// The engine's first decode step produces the first token (false for "none": TTFT = KV ready).

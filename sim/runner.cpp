@@ -258,6 +258,7 @@ class Run {
           std::max(rr.prefill_end + s_.engine.handoff, rr.arrival + s_.engine.bootstrap);
       if (ask > platform().now()) platform().sleep(ask - platform().now());
       rr.transfer_start = platform().now();
+      if (s_.engine.transfer_overhead > 0) platform().sleep(s_.engine.transfer_overhead);
       pull_all(src_blocks, dst_blocks, fail);
     }
     rr.transfer_end = platform().now();

@@ -155,7 +155,8 @@ std::pair<int, int> read_instances(YamlReader& r, const std::string& key) {
   return {count, m[2].matched ? std::stoi(m[2]) : 0};
 }
 
-// serving: {engine, request_overhead, bootstrap, handoff, first_token_overhead}: the engine
+// serving: {engine, request_overhead, bootstrap, handoff, transfer_overhead,
+// first_token_overhead}: the engine
 // profile, then the scenario's own values of its costs.
 EngineProfile read_engine(YamlReader& r) {
   EngineProfile e;
@@ -170,6 +171,7 @@ EngineProfile read_engine(YamlReader& r) {
       {"request_overhead", &e.request_overhead},
       {"bootstrap", &e.bootstrap},
       {"handoff", &e.handoff},
+      {"transfer_overhead", &e.transfer_overhead},
       {"first_token_overhead", &e.first_token_overhead}};
   for (const auto& [key, field] : costs) {
     if (!r.has(key)) continue;
@@ -476,7 +478,7 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       for (const auto& kv : r.node()) {
         const std::string key = kv.first.as<std::string>();
         if (key != "engine" && key != "request_overhead" && key != "bootstrap" &&
-            key != "handoff" && key != "first_token_overhead") {
+            key != "handoff" && key != "transfer_overhead" && key != "first_token_overhead") {
           r.fail_key(key,
                      "needs an instances section (a single-request run takes only the "
                      "engine and its costs)");

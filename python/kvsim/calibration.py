@@ -9,7 +9,8 @@ scale where the range spans a factor of 4 or more). Then, for every row, it fits
 rows and predicts that one: the leave-one-out error says how well the model predicts a row it
 was not fitted to. Deterministic: no random start, no wall clock.
 
-Metrics: effective_gbps (a transfer's bandwidth, simulated), ttft_ms (time to first token of the
+Metrics: effective_gbps (a transfer's bandwidth, simulated), exposed_ms (the one request's KV
+transfer after prefill, simulated), ttft_ms (time to first token of the
 one request, simulated), layer_linear_us (one prefill layer's projections, MLP, weight reads,
 elementwise passes and kernel overhead on one rank, from the compute model alone: what an
 operator profile such as Vidur's measures).
@@ -37,7 +38,7 @@ def calibration_dir():
         _core._source_dir, "scenarios", "calibration")
 
 
-METRICS = ("effective_gbps", "ttft_ms", "layer_linear_us")
+METRICS = ("effective_gbps", "exposed_ms", "ttft_ms", "layer_linear_us")
 
 
 def _engine_library():
@@ -103,6 +104,8 @@ class _Model:
                 results = _results._run_list(self.source, points, self.jobs)
                 if self.metric == "effective_gbps":
                     got = [r.effective_gbps for r in results]
+                elif self.metric == "exposed_ms":
+                    got = [r.requests[0]["exposed_us"] / 1e3 for r in results]
                 else:
                     got = [r.requests[0]["ttft_us"] / 1e3 for r in results]
             self.runs += len(points)

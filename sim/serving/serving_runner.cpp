@@ -569,6 +569,7 @@ class Serving {
           std::max(platform().now() + s_.engine.handoff, q.r.arrival + s_.engine.bootstrap);
       if (ask > platform().now()) platform().sleep(ask - platform().now());
       q.r.transfer_start = platform().now();
+      if (s_.engine.transfer_overhead > 0) platform().sleep(s_.engine.transfer_overhead);
       Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
       Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
       std::vector<std::unique_ptr<impl::Signal>> done;

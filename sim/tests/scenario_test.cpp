@@ -159,6 +159,7 @@ TEST(Scenario, AnEngineProfileAddsItsCostsAroundPrefillTransferAndTheFirstDecode
   with.insert(with.end(), {{"serving.engine", "vllm"},
                            {"serving.request_overhead", "7ms"},
                            {"serving.handoff", "3ms"},
+                           {"serving.transfer_overhead", "1ms"},
                            {"serving.first_token_overhead", "2ms"}});
   const Scenario vllm_s = parse_scenario(text, "base.yaml", with);
   const RunResult vllm = run_scenario(vllm_s, quiet);
@@ -169,10 +170,10 @@ TEST(Scenario, AnEngineProfileAddsItsCostsAroundPrefillTransferAndTheFirstDecode
   EXPECT_EQ(b.ttft(), b.kv_ready());  // no engine: the first token is not modelled
   EXPECT_EQ(v.prefill_start - b.prefill_start, 7 * model::kMs);
   EXPECT_EQ(v.transfer_start - v.prefill_end, 3 * model::kMs);
-  EXPECT_EQ(v.exposed(), b.exposed());  // the handoff is not transfer time
+  EXPECT_EQ(v.exposed(), b.exposed() + model::kMs);  // the handoff is not transfer time
   const model::SimTime step = vllm_s.decode_step_time(1, 4096);
   EXPECT_GT(step, 0u);
-  EXPECT_EQ(v.ttft(), b.ttft() + 7 * model::kMs + 3 * model::kMs + 2 * model::kMs + step);
+  EXPECT_EQ(v.ttft(), b.ttft() + (7 + 3 + 1 + 2) * model::kMs + step);
   // A bootstrap longer than prefill holds the pull back to arrival + bootstrap.
   auto slow = pull;
   slow.insert(slow.end(), {{"serving.engine", "sglang"},
