@@ -190,8 +190,8 @@ TopologySpec read_spec(const YAML::Node& root, const std::string& origin) {
   return s;
 }
 
-// The `uncertain:` section, checked against the file's own values (before overrides): every key
-// names a scalar of the preset, and low <= value <= high in the value's unit.
+}  // namespace
+
 std::vector<UncertainParameter> read_uncertain(const YAML::Node& root, const std::string& origin) {
   std::vector<UncertainParameter> out;
   if (!root.IsMap() || !root["uncertain"]) return out;
@@ -242,6 +242,8 @@ std::vector<UncertainParameter> read_uncertain(const YAML::Node& root, const std
   }
   return out;
 }
+
+namespace {
 
 TopologySpec load_node(YAML::Node root, const std::string& origin,
                        const std::vector<Override>& overrides) {

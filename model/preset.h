@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "model/topology.h"
 
 namespace kvsim::model {
@@ -24,6 +26,10 @@ std::string find_preset(const std::string& name_or_path);
 
 /// Loads a preset by name or path and applies overrides. Every field is required; unknown keys,
 /// bad values and unknown override keys throw ModelError(kFormat) naming file, line and key.
+/// The `uncertain:` section of a mapping (a preset, an engine profile), checked against the
+/// mapping's own values: every key names a scalar of it, and low <= value <= high in its unit.
+std::vector<UncertainParameter> read_uncertain(const YAML::Node& root, const std::string& origin);
+
 TopologySpec load_preset(const std::string& name_or_path,
                          const std::vector<Override>& overrides = {});
 /// Parses preset text (for tests and embedded scenarios); `origin` names it in errors.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "model/errors.h"
+#include "model/preset.h"
 #include "model/yaml_reader.h"
 
 #ifndef KVSIM_SOURCE_DIR
@@ -70,7 +71,7 @@ EngineProfile load_engine(const std::string& name) {
   model::SimTime* fields[] = {&e.request_overhead, &e.bootstrap, &e.handoff, &e.transfer_overhead,
                               &e.first_token_overhead};
   for (std::size_t i = 0; i < std::size(kKeys); ++i) *fields[i] = r.time(kKeys[i]);
-  (void)r.has("uncertain");  // ranges, read by the sensitivity and calibration tools
+  if (r.has("uncertain")) e.uncertain = model::read_uncertain(root[name], path);
   r.finish();
   return e;
 }

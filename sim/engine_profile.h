@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/topology.h"
 #include "model/units.h"
 
 namespace kvsim::sim {
@@ -26,6 +27,8 @@ struct EngineProfile {
   model::SimTime first_token_overhead = 0;
   /// The engine's first decode step produces the first token (false for "none": TTFT = KV ready).
   bool decodes = false;
+  /// The profile's `uncertain:` ranges (keys as in the profile: "request_overhead", ...).
+  std::vector<model::UncertainParameter> uncertain;
 };
 
 /// Path of the engine library: $KVSIM_ENGINES or the source tree's scenarios/engines.yaml.

@@ -41,27 +41,6 @@ def calibration_dir():
 METRICS = ("effective_gbps", "exposed_ms", "ttft_ms", "layer_linear_us")
 
 
-def _engine_library():
-    return os.environ.get("KVSIM_ENGINES") or os.path.join(_core._source_dir, "scenarios",
-                                                           "engines.yaml")
-
-
-def _engine_params(name):
-    """Engine-profile values fitted to dataset `name`, as uncertain parameters whose override
-    key is serving.<key> (the scenario's own engine costs)."""
-    with open(_engine_library()) as f:
-        engines = yaml.safe_load(f) or {}
-    out = []
-    for engine, body in engines.items():
-        for key, u in ((body or {}).get("uncertain") or {}).items():
-            if u.get("fitted_to") != name:
-                continue
-            out.append({"key": f"{engine}.{key}", "override": f"serving.{key}",
-                        "value": str(body[key]), "low": str(u["low"]), "high": str(u["high"]),
-                        "source": u.get("source", ""), "fitted_to": name, "integer": False})
-    return out
-
-
 class _Model:
     """Predicts the dataset's rows with given values of the fitted keys; caches every run."""
 
@@ -171,8 +150,7 @@ def calibrate(name, folder=None, jobs=None, steps=10, progress=True):
         raise ValueError(f"{path}: needs at least two rows (leave-one-out fits on the others)")
     source = _results._source(os.path.normpath(os.path.join(folder, data["scenario"])))
     every = _core._uncertain(source, [("hardware.preset", data["preset"])])
-    params = [dict(p, override="hardware." + p["key"]) for p in every if p["fitted_to"] == name]
-    params += _engine_params(name)
+    params = [p for p in every if p["fitted_to"] == name]
     if not params:
         raise ValueError(f"neither preset {data['preset']} nor an engine profile has a value "
                          f"with fitted_to: {name}")

@@ -164,8 +164,7 @@ def analyse(scenario, set=None, *, samples=8, seed=1, metric="mean_exposed_us", 
     every = _core._uncertain(source, grid[0])
     chosen, skipped = [], []
     for p in every:
-        hw = "hardware." + p["key"]
-        if p["pinned"] or hw in swept:
+        if p["pinned"] or p["override"] in swept:
             skipped.append(p["key"])  # the scenario or the sweep sets it
         elif params is None or p["key"] in params:
             chosen.append(p)
@@ -184,7 +183,8 @@ def analyse(scenario, set=None, *, samples=8, seed=1, metric="mean_exposed_us", 
         designs.append((f"high:{p['key']}", {p["key"]: _value(p, 1.0)}))
     for i, u in enumerate(_latin_hypercube(samples, len(chosen), rng)):
         designs.append((f"sample:{i}", {p["key"]: _value(p, x) for p, x in zip(chosen, u)}))
-    points = [list(g) + [("hardware." + k, v) for k, v in d.items()] for g in grid for _, d in designs]
+    key_of = {p["key"]: p["override"] for p in chosen}
+    points = [list(g) + [(key_of[k], v) for k, v in d.items()] for g in grid for _, d in designs]
     jobs = jobs or os.cpu_count() or 1
     bar = _progress(progress, "runs")
     results = _results._run_list(source, points, jobs, bar)
@@ -309,7 +309,7 @@ def _bisect(source, g0, g1, p, metric, flat_pct, flat_at_high, steps, jobs):
     for _ in range(steps):
         mid = (a + b) / 2
         v = _value(p, mid)
-        pts = [list(g0) + [("hardware." + p["key"], v)], list(g1) + [("hardware." + p["key"], v)]]
+        pts = [list(g0) + [(p["override"], v)], list(g1) + [(p["override"], v)]]
         r0, r1 = _results._run_list(source, pts, min(jobs, 2), None)
         is_flat = abs(_change(r0.figures[metric], r1.figures[metric])) < flat_pct
         if is_flat == flat_at_high:

@@ -182,15 +182,35 @@ void bind_results(py::module_& m) {
           // itself, another transfer path's costs.
           pinned = pinned || (starts(p.key, "compute.") && !s.prefill_from_preset) ||
                    (starts(p.key, "paths.") && !starts(p.key, "paths." + spec.path + "."));
-          out.append(py::dict("key"_a = p.key, "value"_a = p.value, "low"_a = p.low,
-                              "high"_a = p.high, "source"_a = p.source, "fitted_to"_a = p.fitted_to,
+          out.append(py::dict("key"_a = p.key, "override"_a = "hardware." + p.key,
+                              "value"_a = p.value, "low"_a = p.low, "high"_a = p.high,
+                              "source"_a = p.source, "fitted_to"_a = p.fitted_to,
                               "integer"_a = p.integer, "pinned"_a = pinned, "preset"_a = s.preset));
+        }
+        // The engine profile's costs, where the scenario names an engine and leaves them free.
+        const sim::EngineProfile profile = sim::load_engine(s.engine.name);
+        const std::pair<const char*, model::SimTime> costs[] = {
+            {"request_overhead", s.engine.request_overhead - profile.request_overhead},
+            {"bootstrap", s.engine.bootstrap - profile.bootstrap},
+            {"handoff", s.engine.handoff - profile.handoff},
+            {"transfer_overhead", s.engine.transfer_overhead - profile.transfer_overhead},
+            {"first_token_overhead", s.engine.first_token_overhead - profile.first_token_overhead}};
+        for (const model::UncertainParameter& p : profile.uncertain) {
+          bool pinned = false;  // the scenario sets the cost itself
+          for (const auto& [key, difference] : costs)
+            pinned = pinned || (p.key == key && difference);
+          out.append(py::dict("key"_a = "serving." + p.key, "override"_a = "serving." + p.key,
+                              "value"_a = p.value, "low"_a = p.low, "high"_a = p.high,
+                              "source"_a = p.source, "fitted_to"_a = p.fitted_to,
+                              "integer"_a = false, "pinned"_a = pinned, "preset"_a = s.preset,
+                              "engine"_a = s.engine.name));
         }
         return out;
       },
       "source"_a, "overrides"_a,
-      "The scenario's preset's uncertain parameters; pinned: the scenario sets the key itself, or "
-      "the key cannot change its answer (compute when it gives its own prefill, another path).");
+      "The scenario's preset's uncertain parameters, then its engine profile's (override: the "
+      "scenario key that sets one); pinned: the scenario sets the key itself, or the key cannot "
+      "change its answer (compute when it gives its own prefill, another path).");
   m.def(
       "_layer_costs",
       [](const py::dict& source, const std::vector<std::vector<sim::ScenarioOverride>>& points) {
