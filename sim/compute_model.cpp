@@ -62,9 +62,11 @@ LayerCost ComputeModel::prefill_layer(const LlmModel& m, std::uint64_t tokens, i
 double ComputeModel::decode_step(const LlmModel& m, int tp, std::uint32_t dtype_bytes,
                                  std::uint64_t batch, double kv_bytes) const {
   const double b = static_cast<double>(batch);
+  // Every layer's weights (the experts the batch touches) and the vocabulary-parallel LM head.
   const double weights =
-      (m.attention_params_per_layer() + m.expert_params() * experts_touched(m, b)) * dtype_bytes /
-      tp * m.layers;
+      ((m.attention_params_per_layer() + m.expert_params() * experts_touched(m, b)) * m.layers +
+       static_cast<double>(m.vocab) * m.hidden) *
+      dtype_bytes / tp;
   const double per_layer = model::to_seconds(spec.layer_overhead) +
                            2.0 * allreduce_s(*this, b * m.hidden * dtype_bytes, tp);
   return (weights + kv_bytes) / hbm_rate + per_layer * m.layers;

@@ -40,7 +40,8 @@ struct ComputeModel {
   LayerCost prefill_layer(const LlmModel& m, std::uint64_t tokens, int tp,
                           std::uint32_t dtype_bytes) const;
   /// One decode step of `batch` requests holding `kv_bytes` of KV on one rank: every layer's
-  /// weights (the experts the batch touches) and the KV are read once, plus per-layer costs.
+  /// weights (the experts the batch touches), the LM head and the KV are read once, plus
+  /// per-layer costs.
   double decode_step(const LlmModel& m, int tp, std::uint32_t dtype_bytes, std::uint64_t batch,
                      double kv_bytes) const;
 };

@@ -93,6 +93,7 @@ LlmModel model_from(const YAML::Node& root, const std::string& origin, const std
     m.experts = static_cast<int>(r.integer("experts", 1, 65536));
     if (m.experts < m.experts_active) r.fail_key("experts", "must be at least experts_active");
   }
+  if (r.has("vocab")) m.vocab = static_cast<int>(r.integer("vocab", 1, 1 << 24));
   if (r.has("mla")) {
     model::YamlReader mla = r.child("mla");
     m.mla = Mla{static_cast<int>(mla.integer("kv_lora_rank", 1, 65536)),

@@ -26,6 +26,7 @@ struct LlmModel {
   int head_dim = 0;
   int experts_active = 1;  ///< experts a token passes through (1 for dense)
   int experts = 1;         ///< routed experts per layer (1 for dense)
+  int vocab = 0;           ///< vocabulary: the LM head a decode step reads (0: not given)
   std::optional<Mla> mla;
 
   /// Elements of one KV tensor (K or V) per token and layer on one tensor-parallel rank. GQA

@@ -292,6 +292,7 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
         if (s.model.experts < s.model.experts_active)
           m.fail_key("experts", "must be at least experts_active");
       }
+      if (m.has("vocab")) s.model.vocab = static_cast<int>(m.integer("vocab", 1, 1 << 24));
     } else {
       try {
         s.model = load_model(name);

@@ -19,7 +19,8 @@ from kvsim import results as _results
 
 __all__ = ["validation_dir", "validate", "by_device", "main"]
 
-UNITS = {"effective_gbps": "GB/s", "exposed_ms": "ms", "ttft_ms": "ms"}
+UNITS = {"effective_gbps": "GB/s", "exposed_ms": "ms", "ttft_ms": "ms", "tpot_ms": "ms"}
+_KIND = {"ttft_ms": "TTFT", "tpot_ms": "TPOT"}  # serving rows; the rest are transfer rows
 GOAL_PCT = 25.0  # every row within this; a row that misses it states its own tolerance and why
 
 
@@ -37,6 +38,8 @@ def _metric(result, metric):
         return sum(r["exposed_us"] for r in reqs) / len(reqs) / 1e3
     if metric == "ttft_ms":
         return sum(r["ttft_us"] for r in reqs) / len(reqs) / 1e3
+    if metric == "tpot_ms":
+        return sum(r["tpot_us"] for r in reqs) / len(reqs) / 1e3
     raise ValueError(f"metric must be one of {', '.join(UNITS)}, not {metric!r}")
 
 
@@ -86,7 +89,7 @@ def by_device(rows):
     [{device, rows, mape_pct, within_goal, worst}] in the rows' order of first appearance."""
     groups = {}
     for r in rows:  # transfer and serving (TTFT) rows of a device apart: different models
-        kind = "TTFT" if r["metric"] == "ttft_ms" else "transfer"
+        kind = _KIND.get(r["metric"], "transfer")
         groups.setdefault(f"{r['device']}, {kind}", []).append(r)
     out = []
     for device, rs in groups.items():
@@ -121,7 +124,7 @@ def plot(rows, out_dir):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axs = plt.subplots(1, 3, figsize=(16, 4.6))
-    kinds = (("GB/s", ("effective_gbps",)), ("ms", ("exposed_ms",)), ("ms", ("ttft_ms",)))
+    kinds = (("GB/s", ("effective_gbps",)), ("ms", ("exposed_ms",)), ("ms", ("ttft_ms", "tpot_ms")))
     for ax, (unit, metrics) in zip(axs, kinds):
         mine = [r for r in rows if r["metric"] in metrics]
         if not mine:
@@ -144,7 +147,7 @@ def plot(rows, out_dir):
         ax.legend(fontsize=7)
     axs[0].set_title("Bandwidth by block size (microbenchmarks)", fontsize=9)
     axs[1].set_title("KV transfer time of one request (serving engines)", fontsize=9)
-    axs[2].set_title("Time to first token by prompt length (serving engines)", fontsize=9)
+    axs[2].set_title("TTFT by prompt length and TPOT (serving engines)", fontsize=9)
     fig.suptitle("kvsim's predictions against published hardware measurements (no fitting)")
     for ext in ("png", "svg"):
         fig.savefig(os.path.join(out_dir, f"validation.{ext}"), dpi=120, bbox_inches="tight")

@@ -31,7 +31,7 @@ def test_validate_predicts_every_published_row(tmp_path):
     # Every row holds to its tolerance (exit 0 above); the per-device MAPE is the rows' own.
     for d in devices:
         mine = [r for r in rows if f"{r['device']}, "
-                f"{'TTFT' if r['metric'] == 'ttft_ms' else 'transfer'}" == d["device"]]
+                f"{validation._KIND.get(r['metric'], 'transfer')}" == d["device"]]
         assert d["rows"] == len(mine)
         assert d["mape_pct"] == pytest.approx(sum(abs(r["error_pct"]) for r in mine) / len(mine))
         assert f"| {d['device']} | {d['rows']} | {d['mape_pct']:.1f} % |" in table

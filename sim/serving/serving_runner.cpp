@@ -662,13 +662,18 @@ class Serving {
     }
   }
 
-  // One decode step reads the rank's weights and the KV of every running request [I].
+  // One decode step reads the rank's weights and the KV of every running request [I]: with the
+  // preset's compute model when it prices prefill too (no prefill: section), else at
+  // serving.decode_efficiency of the HBM bandwidth.
   SimTime step_time(const Instance& inst) const {
-    double bytes = weight_bytes_per_rank();
+    std::uint64_t kv_tokens = 0;
     for (const int id : inst.running) {
       const Live& q = live_[static_cast<std::size_t>(id)];
-      bytes += static_cast<double>(q.r.prompt_tokens + q.generated) * kv_bytes_per_token_rank();
+      kv_tokens += q.r.prompt_tokens + q.generated;
     }
+    if (s_.prefill_from_preset) return s_.decode_step_time(inst.running.size(), kv_tokens);
+    const double bytes =
+        weight_bytes_per_rank() + static_cast<double>(kv_tokens) * kv_bytes_per_token_rank();
     const double rate = world_.spec().hbm_bandwidth * v_.decode_efficiency;
     return static_cast<SimTime>(std::ceil(bytes / rate * 1e12));
   }
