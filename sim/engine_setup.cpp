@@ -36,10 +36,10 @@ impl::CacheView allocate_and_register(impl::Platform& platform, impl::LLMDataDis
                                       const std::optional<impl::BlocksCacheKey>& key) {
   std::vector<std::uint64_t> addrs;
   for (std::uint32_t t = 0; t < desc.num_tensors(); ++t) {
-    const auto a = platform.allocate(device, impl::Placement::DEVICE, desc.size(), kCacheAlign);
+    const auto a = platform.allocate(device, desc.placement(), desc.size(), kCacheAlign);
     if (!a) {
-      throw std::runtime_error("device " + std::to_string(device) +
-                               ": KV cache does not fit in HBM");
+      throw std::runtime_error("device " + std::to_string(device) + ": KV cache does not fit in " +
+                               (desc.placement() == impl::Placement::HOST ? "host memory" : "HBM"));
     }
     addrs.push_back(*a);
   }

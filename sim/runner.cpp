@@ -77,6 +77,11 @@ class Run {
       o.erase(impl::kOptionEnableCacheManager);
       o[impl::kOptionMemPoolConfig] =
           "{\"memory_size\": " + std::to_string(pool_bytes_) + ", \"page_shift\": 21}";
+    } else if (s_.prompt_on_host != s_.decode_on_host) {
+      // A pull between host and device stages through a device pool of at least 100 MiB
+      // (impl/validation.cpp validate_pull_placement).
+      o[impl::kOptionMemPoolConfig] =
+          "{\"memory_size\": " + std::to_string(std::uint64_t{128} << 20) + ", \"page_shift\": 21}";
     }
     return o;
   }
@@ -88,14 +93,24 @@ class Run {
     world_.platform().run_as(process, [&] { dist.init(options); });
   }
 
-  impl::CacheView make_cache(impl::LLMDataDist& dist, int device, std::uint64_t cluster, bool key) {
+  impl::CacheView make_cache(impl::LLMDataDist& dist, int device, std::uint64_t cluster, bool key,
+                             bool host) {
     const std::optional<impl::BlocksCacheKey> blocks_key =
         key ? std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{cluster, 0}) : std::nullopt;
     if (s_.api_version == 1) {
       return s_.paged ? dist.kv_cache_manager().allocate_blocks_cache(desc_, blocks_key).view()
                       : dist.kv_cache_manager().allocate_cache(desc_).view();
     }
-    return allocate_and_register(platform(), dist, device, desc_, s_.paged, blocks_key);
+    // cache.prompt_memory / decode_memory: host: the same shape in the node's DRAM.
+    const impl::CacheDesc desc(desc_.num_tensors(), desc_.shape(), desc_.data_type(),
+                               host ? impl::Placement::HOST : impl::Placement::DEVICE);
+    return allocate_and_register(platform(), dist, device, desc, s_.paged, blocks_key);
+  }
+
+  // The memory a rank's cache lives in: its device's HBM, or its node's host DRAM.
+  model::MemoryId cache_memory(int device, bool host) {
+    const model::Topology& t = world_.fabric().topology();
+    return host ? t.host_memory(t.node_of(device)) : t.device_memory(device);
   }
 
   void setup() {
@@ -139,8 +154,8 @@ class Run {
                       options(k.prompt_device, !decode_listens));
       init_as_process(*k.decode, "decode" + std::to_string(r), k.decode_device,
                       options(k.decode_device, decode_listens));
-      k.prompt_cache = make_cache(*k.prompt, k.prompt_device, pc, !layerwise);
-      k.decode_cache = make_cache(*k.decode, k.decode_device, dc, false);
+      k.prompt_cache = make_cache(*k.prompt, k.prompt_device, pc, !layerwise, s_.prompt_on_host);
+      k.decode_cache = make_cache(*k.decode, k.decode_device, dc, false, s_.decode_on_host);
       const impl::LLMClusterInfo info =
           decode_listens ? server_info(platform(), dc, k.decode_device, k.prompt_device)
                          : server_info(platform(), pc, k.prompt_device, k.decode_device);
@@ -152,9 +167,9 @@ class Run {
       }
     }
     const model::Topology& t = world_.fabric().topology();
-    const model::Route route =
-        t.route(t.device_memory(ranks_[0].prompt_device), t.device_memory(ranks_[0].decode_device),
-                ranks_[0].prompt_device, 0);
+    const model::Route route = t.route(cache_memory(ranks_[0].prompt_device, s_.prompt_on_host),
+                                       cache_memory(ranks_[0].decode_device, s_.decode_on_host),
+                                       ranks_[0].prompt_device, 0);
     const model::Link& link = t.links()[route.links.front()];
     result_.effective_rate = link.nominal_effective;
     const model::LinkSpec& ls =
@@ -200,7 +215,8 @@ class Run {
     // What prefill writes: a distinct byte stream per request, rank and tensor.
     for (std::size_t r = 0; r < ranks_.size(); ++r) {
       for (std::size_t t = 0; t < ranks_[r].prompt_cache->tensor_addrs.size(); ++t) {
-        fill(ranks_[r].prompt_device, ranks_[r].prompt_cache->tensor_addrs[t], desc_.size(),
+        fill(cache_memory(ranks_[r].prompt_device, s_.prompt_on_host),
+             ranks_[r].prompt_cache->tensor_addrs[t], desc_.size(),
              (static_cast<std::uint64_t>(id) << 32) | (r << 16) | t);
       }
     }
@@ -310,9 +326,8 @@ class Run {
     }
   }
 
-  void fill(int device, std::uint64_t addr, std::uint64_t len, std::uint64_t seed) {
-    model::Topology& t = world_.fabric().topology();
-    t.memory(t.device_memory(device)).fill_pattern(addr, len, seed);
+  void fill(model::MemoryId memory, std::uint64_t addr, std::uint64_t len, std::uint64_t seed) {
+    world_.fabric().topology().memory(memory).fill_pattern(addr, len, seed);
   }
 
   std::uint64_t moved_bytes(std::uint64_t blocks) const {
@@ -327,8 +342,10 @@ class Run {
     const model::Topology& t = world_.fabric().topology();
     const std::vector<std::size_t> order = serving::by_destination(dst_blocks);
     for (const Rank& k : ranks_) {
-      const model::ContentStore& src = t.memory(t.device_memory(k.prompt_device)).content();
-      const model::ContentStore& dst = t.memory(t.device_memory(k.decode_device)).content();
+      const model::ContentStore& src =
+          t.memory(cache_memory(k.prompt_device, s_.prompt_on_host)).content();
+      const model::ContentStore& dst =
+          t.memory(cache_memory(k.decode_device, s_.decode_on_host)).content();
       for (std::size_t tensor = 0; tensor < k.prompt_cache->tensor_addrs.size(); ++tensor) {
         const std::uint64_t s0 = k.prompt_cache->tensor_addrs[tensor],
                             d0 = k.decode_cache->tensor_addrs[tensor];

@@ -332,6 +332,13 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     } else if (layout != "contiguous") {
       c.fail_key("layout", "must be contiguous or paged");
     }
+    for (const auto& [key, on_host] : {std::pair{"prompt_memory", &s.prompt_on_host},
+                                       std::pair{"decode_memory", &s.decode_on_host}}) {
+      if (!c.has(key)) continue;
+      const std::string where = c.text(key);
+      if (where != "device" && where != "host") c.fail_key(key, "must be device or host");
+      *on_host = where == "host";
+    }
   }
   {
     YamlReader w = top.child("workload");
@@ -446,6 +453,21 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     if (t.has("sync_kv_timeout")) s.sync_kv_timeout_ms = t.integer("sync_kv_timeout", 1, INT32_MAX);
     if (s.method != TransferMethod::kLayerwise && !s.paged) {
       t.fail_key("method", std::string(to_string(s.method)) + " needs cache.layout: paged");
+    }
+    if (s.prompt_on_host || s.decode_on_host) {
+      // Host caches are CacheManager (v2) caches; transfer_cache_async takes no HOST source
+      // (hixl llm_datadist_v2 TransferCache: "src cache not support placement HOST").
+      if (s.api_version != 2) t.fail_key("api", "must be 2 with a cache in host memory");
+      if (s.prompt_on_host && s.method != TransferMethod::kPullBlocks) {
+        t.fail_key("method",
+                   "must be pull_blocks with cache.prompt_memory: host "
+                   "(transfer_cache_async takes no HOST source)");
+      }
+      if (top.node()["instances"]) {
+        t.fail_key("method",
+                   "serving studies keep their caches in HBM (cache.*_memory: host "
+                   "is for single-request runs)");
+      }
     }
     if (s.method == TransferMethod::kPushBlocks && !top.node()["instances"]) {
       t.fail_key("method", "push_blocks is run by the serving runner: add an instances section");

@@ -78,6 +78,9 @@ struct Scenario {
   std::uint32_t block_tokens = 0;  ///< paged only
   /// Paged only: how the engine hands out block ids (cache.block_table; default vLLM's queue).
   BlockOrder block_order = BlockOrder::kVllm;
+  /// Where each side's cache lives (cache.prompt_memory / decode_memory: device or host DRAM).
+  bool prompt_on_host = false;
+  bool decode_on_host = false;
   std::vector<Request> requests;
   std::optional<model::SimTime> layer_time;  ///< given per-layer prefill time, else computed
   double device_tflops = 0;                  ///< dense TFLOPS of one device

@@ -196,6 +196,27 @@ TEST(Scenario, AnEngineProfileAddsItsCostsAroundPrefillTransferAndTheFirstDecode
   }
 }
 
+TEST(Scenario, HostMemoryCachesNeedTheApiThatTakesThem) {
+  const Scenario s = parse_scenario(
+      kBase, "base.yaml", {{"transfer.method", "pull_blocks"}, {"cache.prompt_memory", "host"}});
+  EXPECT_TRUE(s.prompt_on_host);
+  EXPECT_FALSE(s.decode_on_host);
+  for (const auto& [sets, rule] :
+       {std::pair<std::vector<ScenarioOverride>, std::string>{
+            {{"cache.decode_memory", "disk"}}, "key 'cache.decode_memory' must be device or host"},
+        {{{"cache.prompt_memory", "host"}},
+         "key 'transfer.method' must be pull_blocks with cache.prompt_memory: host"},
+        {{{"cache.decode_memory", "host"}, {"transfer.api", "1"}},
+         "key 'transfer.api' must be 2 with a cache in host memory"}}) {
+    try {
+      parse_scenario(kBase, "base.yaml", sets);
+      ADD_FAILURE() << rule << ": accepted";
+    } catch (const model::ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Scenario, TransferPathChoosesThePresetsPathBeforeTheUsersOverrides) {
   const Scenario cs = parse_scenario(kBase, "base.yaml", {{"transfer.path", "hixl_cs"}});
   ASSERT_FALSE(cs.hardware_overrides.empty());
