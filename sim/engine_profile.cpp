@@ -18,9 +18,6 @@ using model::ModelError;
 
 namespace {
 
-constexpr const char* kKeys[] = {"request_overhead", "bootstrap", "handoff", "transfer_overhead",
-                                 "first_token_overhead"};
-
 YAML::Node library(const std::string& path) {
   const YAML::Node root = model::load_yaml_file(path);
   if (!root.IsMap()) {
@@ -68,9 +65,7 @@ EngineProfile load_engine(const std::string& name) {
   model::YamlReader r(root[name], path, name);
   e.name = name;
   e.decodes = true;
-  model::SimTime* fields[] = {&e.request_overhead, &e.bootstrap, &e.handoff, &e.transfer_overhead,
-                              &e.first_token_overhead};
-  for (std::size_t i = 0; i < std::size(kKeys); ++i) *fields[i] = r.time(kKeys[i]);
+  for (const auto& [key, field] : e.costs()) *field = r.time(key);
   if (r.has("uncertain")) e.uncertain = model::read_uncertain(root[name], path);
   r.finish();
   return e;

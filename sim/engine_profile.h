@@ -3,7 +3,10 @@
 // the first token's way out). Data only: the runners apply the costs in simulated time.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/topology.h"
@@ -29,6 +32,26 @@ struct EngineProfile {
   bool decodes = false;
   /// The profile's `uncertain:` ranges (keys as in the profile: "request_overhead", ...).
   std::vector<model::UncertainParameter> uncertain;
+
+  /// The costs by key, as the profile file and a scenario's serving: section name them.
+  auto costs() { return cost_fields(*this); }
+  auto costs() const { return cost_fields(*this); }
+  /// When the decode side asks for the KV of a request that arrived at `arrival` and ended
+  /// prefill at `prefill_end`: after the handoff, and not before the bootstrap.
+  model::SimTime kv_ask(model::SimTime arrival, model::SimTime prefill_end) const {
+    return std::max(prefill_end + handoff, arrival + bootstrap);
+  }
+
+ private:
+  template <typename Self>
+  static std::array<std::pair<const char*, decltype(&std::declval<Self&>().handoff)>, 5>
+  cost_fields(Self& e) {
+    return {{{"request_overhead", &e.request_overhead},
+             {"bootstrap", &e.bootstrap},
+             {"handoff", &e.handoff},
+             {"transfer_overhead", &e.transfer_overhead},
+             {"first_token_overhead", &e.first_token_overhead}}};
+  }
 };
 
 /// Path of the engine library: $KVSIM_ENGINES or the source tree's scenarios/engines.yaml.

@@ -68,16 +68,7 @@ std::vector<std::string> available_models() {
   return names;
 }
 
-namespace {
-
-// The model `name` of a parsed library read from `origin`.
-LlmModel model_from(const YAML::Node& root, const std::string& origin, const std::string& name,
-                    const std::string& names) {
-  if (!root.IsMap() || !root[name]) {
-    throw ModelError(ErrorKind::kUnknownPreset,
-                     "model '" + name + "' is not in " + origin + " (available: " + names + ")");
-  }
-  model::YamlReader r(root[name], origin, name);
+LlmModel read_model_shape(model::YamlReader& r, const std::string& name) {
   LlmModel m;
   m.name = name;
   m.layers = static_cast<int>(r.integer("layers", 1, 1024));
@@ -99,6 +90,20 @@ LlmModel model_from(const YAML::Node& root, const std::string& origin, const std
     m.mla = Mla{static_cast<int>(mla.integer("kv_lora_rank", 1, 65536)),
                 static_cast<int>(mla.integer("qk_rope_head_dim", 0, 65536))};
   }
+  return m;
+}
+
+namespace {
+
+// The model `name` of a parsed library read from `origin`.
+LlmModel model_from(const YAML::Node& root, const std::string& origin, const std::string& name,
+                    const std::string& names) {
+  if (!root.IsMap() || !root[name]) {
+    throw ModelError(ErrorKind::kUnknownPreset,
+                     "model '" + name + "' is not in " + origin + " (available: " + names + ")");
+  }
+  model::YamlReader r(root[name], origin, name);
+  LlmModel m = read_model_shape(r, name);
   r.finish();
   return m;
 }

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace kvsim::model {
+class YamlReader;
+}  // namespace kvsim::model
+
 namespace kvsim::sim {
 
 /// Multi-head latent attention: one compressed latent plus a RoPE part per token and layer.
@@ -45,6 +49,9 @@ struct LlmModel {
   double prefill_flops_per_layer(std::uint64_t tokens) const;
 };
 
+/// Reads a model's shape keys (layers ... head_dim, experts_active, experts, vocab, mla) from a
+/// library entry or a scenario's inline model section; other keys are the caller's.
+LlmModel read_model_shape(model::YamlReader& r, const std::string& name);
 /// Path of the model library: $KVSIM_MODELS or the source tree's scenarios/models.yaml.
 std::string model_library_path();
 /// Names in the library, sorted.

@@ -270,8 +270,7 @@ class Run {
     } else {
       // The decode side asks for the KV after the engine's handoff, and not before its
       // bootstrap with the prefill side (which ran from arrival, beside prefill).
-      const SimTime ask =
-          std::max(rr.prefill_end + s_.engine.handoff, rr.arrival + s_.engine.bootstrap);
+      const SimTime ask = s_.engine.kv_ask(rr.arrival, rr.prefill_end);
       if (ask > platform().now()) platform().sleep(ask - platform().now());
       rr.transfer_start = platform().now();
       if (s_.engine.transfer_overhead > 0) platform().sleep(s_.engine.transfer_overhead);

@@ -156,8 +156,7 @@ std::pair<int, int> read_instances(YamlReader& r, const std::string& key) {
 }
 
 // serving: {engine, request_overhead, bootstrap, handoff, transfer_overhead,
-// first_token_overhead}: the engine
-// profile, then the scenario's own values of its costs.
+// first_token_overhead}: the engine profile, then the scenario's own values of its costs.
 EngineProfile read_engine(YamlReader& r) {
   EngineProfile e;
   if (r.has("engine")) {
@@ -167,13 +166,7 @@ EngineProfile read_engine(YamlReader& r) {
       r.fail_key("engine", err.what());
     }
   }
-  const std::pair<const char*, SimTime*> costs[] = {
-      {"request_overhead", &e.request_overhead},
-      {"bootstrap", &e.bootstrap},
-      {"handoff", &e.handoff},
-      {"transfer_overhead", &e.transfer_overhead},
-      {"first_token_overhead", &e.first_token_overhead}};
-  for (const auto& [key, field] : costs) {
+  for (const auto& [key, field] : e.costs()) {
     if (!r.has(key)) continue;
     if (e.name == "none") r.fail_key(key, "sets an engine cost: name the engine (serving.engine)");
     *field = r.time(key);
@@ -277,22 +270,7 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     const std::string name = m.text("name");
     if (m.has("layers")) {
       // An inline shape (a model outside the library, or a synthetic one for calibration).
-      s.model.name = name;
-      s.model.layers = static_cast<int>(m.integer("layers", 1, 1024));
-      s.model.hidden = static_cast<int>(m.integer("hidden", 1, 1 << 20));
-      s.model.intermediate = static_cast<int>(m.integer("intermediate", 1, 1 << 22));
-      s.model.heads = static_cast<int>(m.integer("heads", 1, 1024));
-      s.model.kv_heads = static_cast<int>(m.integer("kv_heads", 1, 1024));
-      s.model.head_dim = static_cast<int>(m.integer("head_dim", 1, 4096));
-      if (m.has("experts_active"))
-        s.model.experts_active = static_cast<int>(m.integer("experts_active", 1, 1024));
-      s.model.experts = s.model.experts_active;
-      if (m.has("experts")) {
-        s.model.experts = static_cast<int>(m.integer("experts", 1, 65536));
-        if (s.model.experts < s.model.experts_active)
-          m.fail_key("experts", "must be at least experts_active");
-      }
-      if (m.has("vocab")) s.model.vocab = static_cast<int>(m.integer("vocab", 1, 1 << 24));
+      s.model = read_model_shape(m, name);
     } else {
       try {
         s.model = load_model(name);
@@ -456,7 +434,8 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     }
     if (s.prompt_on_host || s.decode_on_host) {
       // Host caches are CacheManager (v2) caches; transfer_cache_async takes no HOST source
-      // (hixl llm_datadist_v2 TransferCache: "src cache not support placement HOST").
+      // (hixl src/python/llm_datadist/llm_datadist/v2/cache_manager.py transfer_cache_async:
+      // "src cache not support placement HOST").
       if (s.api_version != 2) t.fail_key("api", "must be 2 with a cache in host memory");
       if (s.prompt_on_host && s.method != TransferMethod::kPullBlocks) {
         t.fail_key("method",
@@ -498,10 +477,11 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       // One request on a bare pair: only the engine around it (its per-request costs).
       YamlReader r = top.child("serving");
       s.engine = read_engine(r);
+      const auto costs = s.engine.costs();
       for (const auto& kv : r.node()) {
         const std::string key = kv.first.as<std::string>();
-        if (key != "engine" && key != "request_overhead" && key != "bootstrap" &&
-            key != "handoff" && key != "transfer_overhead" && key != "first_token_overhead") {
+        if (key != "engine" && std::none_of(costs.begin(), costs.end(),
+                                            [&](const auto& c) { return key == c.first; })) {
           r.fail_key(key,
                      "needs an instances section (a single-request run takes only the "
                      "engine and its costs)");

@@ -9,9 +9,8 @@ scale where the range spans a factor of 4 or more). Then, for every row, it fits
 rows and predicts that one: the leave-one-out error says how well the model predicts a row it
 was not fitted to. Deterministic: no random start, no wall clock.
 
-Metrics: effective_gbps (a transfer's bandwidth, simulated), exposed_ms (the one request's KV
-transfer after prefill, simulated), ttft_ms (time to first token of the
-one request, simulated), layer_linear_us (one prefill layer's projections, MLP, weight reads,
+Metrics: those of ``kvsim validate`` (effective_gbps, exposed_ms, ttft_ms, tpot_ms; simulated,
+averaged over the requests), and layer_linear_us (one prefill layer's projections, MLP, weight reads,
 elementwise passes and kernel overhead on one rank, from the compute model alone: what an
 operator profile such as Vidur's measures).
 """
@@ -26,6 +25,7 @@ import yaml
 from kvsim import _core
 from kvsim import results as _results
 from kvsim import sensitivity as _sensitivity
+from kvsim import validation as _validation
 
 __all__ = ["calibration_dir", "calibrate", "main"]
 
@@ -38,7 +38,7 @@ def calibration_dir():
         _core._source_dir, "scenarios", "calibration")
 
 
-METRICS = ("effective_gbps", "exposed_ms", "ttft_ms", "layer_linear_us")
+METRICS = (*_validation.UNITS, "layer_linear_us")
 
 
 class _Model:
@@ -80,13 +80,8 @@ class _Model:
                 got = [1e6 * (c["total"] - c["attention"] - c["allreduce"])
                        for c in _core._layer_costs(self.source, points)]
             else:
-                results = _results._run_list(self.source, points, self.jobs)
-                if self.metric == "effective_gbps":
-                    got = [r.effective_gbps for r in results]
-                elif self.metric == "exposed_ms":
-                    got = [r.requests[0]["exposed_us"] / 1e3 for r in results]
-                else:
-                    got = [r.requests[0]["ttft_us"] / 1e3 for r in results]
+                got = [_validation._metric(r, self.metric)
+                       for r in _results._run_list(self.source, points, self.jobs)]
             self.runs += len(points)
             for i, g in zip(want, got):
                 self.cache[(i, tag)] = g

@@ -189,16 +189,11 @@ void bind_results(py::module_& m) {
         }
         // The engine profile's costs, where the scenario names an engine and leaves them free.
         const sim::EngineProfile profile = sim::load_engine(s.engine.name);
-        const std::pair<const char*, model::SimTime> costs[] = {
-            {"request_overhead", s.engine.request_overhead - profile.request_overhead},
-            {"bootstrap", s.engine.bootstrap - profile.bootstrap},
-            {"handoff", s.engine.handoff - profile.handoff},
-            {"transfer_overhead", s.engine.transfer_overhead - profile.transfer_overhead},
-            {"first_token_overhead", s.engine.first_token_overhead - profile.first_token_overhead}};
+        const auto mine = s.engine.costs(), theirs = profile.costs();
         for (const model::UncertainParameter& p : profile.uncertain) {
           bool pinned = false;  // the scenario sets the cost itself
-          for (const auto& [key, difference] : costs)
-            pinned = pinned || (p.key == key && difference);
+          for (std::size_t i = 0; i < mine.size(); ++i)
+            pinned = pinned || (p.key == mine[i].first && *mine[i].second != *theirs[i].second);
           out.append(py::dict("key"_a = "serving." + p.key, "override"_a = "serving." + p.key,
                               "value"_a = p.value, "low"_a = p.low, "high"_a = p.high,
                               "source"_a = p.source, "fitted_to"_a = p.fitted_to,

@@ -565,8 +565,7 @@ class Serving {
     Live& q = live_[static_cast<std::size_t>(id)];
     try {
       // The engine's handoff to the decode side, and its bootstrap from arrival (beside prefill).
-      const SimTime ask =
-          std::max(platform().now() + s_.engine.handoff, q.r.arrival + s_.engine.bootstrap);
+      const SimTime ask = s_.engine.kv_ask(q.r.arrival, platform().now());
       if (ask > platform().now()) platform().sleep(ask - platform().now());
       q.r.transfer_start = platform().now();
       if (s_.engine.transfer_overhead > 0) platform().sleep(s_.engine.transfer_overhead);

@@ -251,6 +251,33 @@ TEST(Serving, ARequestLargerThanACacheIsRejectedBeforeItRuns) {
   }
 }
 
+TEST(Serving, WithoutAPrefillSectionDecodeStepsAreThePresetsComputeModel) {
+  // One request of 3 output tokens: after the first, two steps over prompt + 1 and + 2 tokens.
+  const std::string text = R"(question: decode steps
+hardware: {preset: dgx-h100}
+model: {name: qwen3-8b, tensor_parallel: 1, dtype: bf16}
+cache: {layout: paged, block_tokens: 16}
+workload: {requests: 1, interval: 0s, prompt_tokens: 1000, output_tokens: 3}
+transfer: {method: pull_blocks, api: 2}
+instances: {prefill: 1 x TP1, decode: 1 x TP1}
+)";
+  const Scenario s = parse_scenario(text, "decode.yaml");
+  ASSERT_TRUE(s.prefill_from_preset);
+  const RunResult r = run_scenario(s, kNoTrace);
+  ASSERT_EQ(r.requests.size(), 1u);
+  ASSERT_TRUE(r.requests[0].ok);
+  EXPECT_EQ(r.requests[0].completion - r.requests[0].first_token,
+            s.decode_step_time(1, 1001) + s.decode_step_time(1, 1002));
+  // The step reads the LM head too: Qwen3-8B's 151,936 x 4,096 bf16 weights, 1.24 GB.
+  LlmModel headless = s.model;
+  headless.vocab = 0;
+  const double kv =
+      1001.0 * static_cast<double>(s.model.kv_elements_per_token(1)) * 2 * s.model.layers * 2;
+  EXPECT_NEAR(
+      s.compute.decode_step(s.model, 1, 2, 1, kv) - s.compute.decode_step(headless, 1, 2, 1, kv),
+      151936.0 * 4096 * 2 / s.compute.hbm_rate, 1e-12);
+}
+
 TEST(BlockPool, ScatteredDrawsArePrefixesAndSequentialTakesTheLowestIds) {
   serving::BlockPool a(100, BlockOrder::kScattered), b(100, BlockOrder::kScattered);
   const auto ten = *a.allocate(10, 5);
