@@ -27,6 +27,19 @@ std::optional<std::string> read_all(const fs::path& path) {
   return s.str();
 }
 
+// Removes what a writer killed mid-write left in a point's folder: write_file_atomic's
+// temporaries, "<name>.tmp<pid>", whose rename never came.
+void remove_partial_writes(const std::string& d) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(d, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::size_t at = name.rfind(".tmp");
+    if (at == std::string::npos || at + 4 == name.size()) continue;
+    if (name.find_first_not_of("0123456789", at + 4) != std::string::npos) continue;
+    fs::remove(e.path(), ec);
+  }
+}
+
 }  // namespace
 
 void begin_sweep_folder(const std::string& dir, const SweepManifest& m) {
@@ -72,6 +85,7 @@ SweepManifest read_sweep_manifest(const std::string& dir) {
 void write_sweep_point(const std::string& dir, std::size_t index, const PointOutcome& point) {
   if (!point.result) return;
   const std::string d = point_dir(dir, index);
+  remove_partial_writes(d);  // a resumed point may have been cut off while being written
   write_results(*point.result, d);
   write_file_atomic((fs::path(d) / "result.cbor").string(), encode_result(*point.result));
 }

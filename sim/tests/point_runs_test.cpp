@@ -3,16 +3,20 @@
 #include "sim/point_runs.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "model/errors.h"
 #include "sim/child_frames.h"
 #include "sim/result_codec.h"
 #include "sim/results_writer.h"
 #include "sim/sweep.h"
+#include "sim/sweep_store.h"
 #include "sim/world.h"
 
 namespace kvsim::sim {
@@ -88,6 +92,24 @@ TEST(PointRunsTest, CodecRoundTripsExactly) {
   EXPECT_EQ(back.links.back().bytes, 1.0 / 3.0);
   EXPECT_EQ(back.links.back().utilization, 0.1 + 0.2);
   EXPECT_THROW(decode_result("not cbor", r.scenario), std::runtime_error);
+}
+
+TEST(PointRunsTest, ARewrittenSweepPointDropsTheTemporariesOfAKilledWriter) {
+  // A writer killed between write_file_atomic's write and rename leaves "<name>.tmp<pid>"; the
+  // resumed sweep reruns that point, and its folder must end as an uninterrupted run's.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kvsim-sweep-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "point-0");
+  std::ofstream(dir / "point-0" / "result.cbor.tmp4242") << "half";
+  std::ofstream(dir / "point-0" / "notes.tmp") << "a user's file, not a temporary";
+  PointOutcome point;
+  point.result = run_scenario(small().load({}), RunOptions{false, {}, {}});
+  write_sweep_point(dir.string(), 0, point);
+  EXPECT_FALSE(fs::exists(dir / "point-0" / "result.cbor.tmp4242"));
+  EXPECT_TRUE(fs::exists(dir / "point-0" / "notes.tmp"));
+  EXPECT_TRUE(fs::exists(dir / "point-0" / "result.cbor"));
+  fs::remove_all(dir);
 }
 
 TEST(PointRunsTest, CodecRefusesMalformedResultsWithATypedError) {
