@@ -81,7 +81,7 @@ struct ComputeSpec {
   double tflops_fp16 = 0;
   double tflops_fp8 = 0;
   double tflops_int8 = 0;
-  double gemm_efficiency = 0;       ///< achieved / peak of a GEMM's FLOPs (roofline with its weights)
+  double gemm_efficiency = 0;  ///< achieved / peak of a GEMM's FLOPs (roofline with its weights)
   double attention_efficiency = 0;  ///< achieved / peak of causal prefill attention, (0, 1]
   double hbm_efficiency = 0;      ///< achieved / peak HBM bandwidth of weight and activation reads
   double elementwise_passes = 0;  ///< HBM passes over a layer's activations (norms, RoPE, adds)
