@@ -101,6 +101,8 @@ const char* to_string(LinkType type) {
       return "roce";
     case LinkType::kInfiniband:
       return "ib";
+    case LinkType::kEfa:
+      return "efa";
     case LinkType::kPcie:
       return "pcie";
   }
@@ -109,11 +111,11 @@ const char* to_string(LinkType type) {
 
 LinkType link_type_from_string(const std::string& text) {
   for (LinkType t : {LinkType::kHccs, LinkType::kUb, LinkType::kNvlink, LinkType::kRoce,
-                     LinkType::kInfiniband, LinkType::kPcie}) {
+                     LinkType::kInfiniband, LinkType::kEfa, LinkType::kPcie}) {
     if (text == to_string(t)) return t;
   }
   throw ModelError(ErrorKind::kFormat,
-                   "link type '" + text + "' is not one of hccs, ub, nvlink, roce, ib, pcie");
+                   "link type '" + text + "' is not one of hccs, ub, nvlink, roce, ib, efa, pcie");
 }
 
 void TopologySpec::validate() const {

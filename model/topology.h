@@ -16,9 +16,9 @@
 namespace kvsim::model {
 
 /// Physical kind of a link; decides nothing by itself, but names tracks and routes in reports.
-enum class LinkType { kHccs, kUb, kNvlink, kRoce, kInfiniband, kPcie };
+enum class LinkType { kHccs, kUb, kNvlink, kRoce, kInfiniband, kEfa, kPcie };
 const char* to_string(LinkType type);
-/// Parses "hccs", "ub", "nvlink", "roce", "ib", "pcie" (throws kFormat).
+/// Parses "hccs", "ub", "nvlink", "roce", "ib", "efa", "pcie" (throws kFormat).
 LinkType link_type_from_string(const std::string& text);
 
 /// How the devices of one scale-up domain are wired.

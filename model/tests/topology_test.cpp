@@ -20,8 +20,8 @@ std::string read_file(const std::string& path) {
 
 TEST(Presets, EveryShippedPresetLoadsAndBuilds) {
   const auto names = available_presets();
-  for (const char* want :
-       {"atlas-a2", "atlas-a3", "cloudmatrix384", "dgx-h100", "dgx-h200", "hgx-h800", "hgx-h20"}) {
+  for (const char* want : {"atlas-a2", "atlas-a3", "cloudmatrix384", "dgx-h100", "dgx-h200",
+                           "hgx-h800", "hgx-h20", "aws-p5en"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
   for (const auto& name : names) {

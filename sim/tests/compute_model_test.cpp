@@ -97,8 +97,8 @@ TEST(ComputeModel, ADecodeStepReadsWeightsAndKvOnce) {
 }
 
 TEST(ComputeModel, EveryPresetWithComputeGivesAPositiveModel) {
-  for (const char* name :
-       {"atlas-a2", "atlas-a3", "cloudmatrix384", "dgx-h100", "dgx-h200", "hgx-h800", "hgx-h20"}) {
+  for (const char* name : {"atlas-a2", "atlas-a3", "cloudmatrix384", "dgx-h100", "dgx-h200",
+                           "hgx-h800", "hgx-h20", "aws-p5en"}) {
     const ComputeModel c = ComputeModel::from(model::load_preset(name), "bf16");
     EXPECT_GT(c.peak_flops, 0) << name;
     EXPECT_GT(c.hbm_rate, 0) << name;

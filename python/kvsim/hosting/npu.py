@@ -22,6 +22,7 @@ _DEVICE_NAMES = {
     "cloudmatrix384": "Ascend910_9392",
     "dgx-h100": "NVIDIA H100 80GB HBM3",
     "dgx-h200": "NVIDIA H200",
+    "aws-p5en": "NVIDIA H200",
     "hgx-h800": "NVIDIA H800",
     "hgx-h20": "NVIDIA H20",
 }
