@@ -1,5 +1,6 @@
 #include "impl/copy_executor.h"
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -23,19 +24,42 @@ struct Pending {
   CopyOutcome outcome;
 };
 
+// True if no two destination ranges of descs[first, last) overlap.
+bool disjoint(const std::vector<CopyDescriptor>& descs, std::size_t first, std::size_t last,
+              std::vector<std::pair<std::uint64_t, std::uint64_t>>& scratch) {
+  scratch.clear();
+  for (std::size_t i = first; i < last; ++i) {
+    scratch.emplace_back(descs[i].dst_addr, descs[i].dst_addr + descs[i].length);
+  }
+  std::sort(scratch.begin(), scratch.end());
+  for (std::size_t k = 1; k < scratch.size(); ++k) {
+    if (scratch[k - 1].second > scratch[k].first) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDescriptor>& descs) {
   std::vector<std::vector<CopyDescriptor>> batches;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> scratch;
   std::map<std::uint64_t, std::uint64_t> dst_ranges;
-  for (const CopyDescriptor& d : descs) {
-    if (batches.empty() || batches.back().size() >= kMaxBatchDescriptors ||
-        overlaps(dst_ranges, d.dst_addr, d.length)) {
-      batches.emplace_back();
-      dst_ranges.clear();
+  for (std::size_t i = 0; i < descs.size();) {
+    // The common case: the next full batch's destinations are disjoint (one sort, no tree).
+    const std::size_t last = std::min(descs.size(), i + kMaxBatchDescriptors);
+    if (disjoint(descs, i, last, scratch)) {
+      batches.emplace_back(descs.begin() + static_cast<std::ptrdiff_t>(i),
+                           descs.begin() + static_cast<std::ptrdiff_t>(last));
+      i = last;
+      continue;
     }
-    batches.back().push_back(d);
-    dst_ranges[d.dst_addr] = d.dst_addr + d.length;
+    // Else the batch ends before the first descriptor that overlaps an earlier one in it.
+    batches.emplace_back();
+    dst_ranges.clear();
+    for (; i < last && !overlaps(dst_ranges, descs[i].dst_addr, descs[i].length); ++i) {
+      batches.back().push_back(descs[i]);
+      dst_ranges[descs[i].dst_addr] = descs[i].dst_addr + descs[i].length;
+    }
   }
   return batches;
 }
