@@ -322,14 +322,25 @@ ContentStore::Map::const_iterator ContentStore::locate(std::uint64_t addr) const
 }
 
 void ContentStore::put(std::uint64_t addr, Extent e) {
-  // One tree walk when the range is empty: erase_range hands back the insertion point.
-  const auto next = erase_range(addr, e.len);
+  // One tree walk: a range that is exactly one extent takes the new content in place (a block
+  // copied again over a block), else erase_range hands back the insertion point.
+  const auto at = extents_.lower_bound(addr);
+  if (at != extents_.end() && at->first == addr && at->second.len == e.len) {
+    at->second = std::move(e);
+    coalesce_at(at);
+    return;
+  }
+  const auto next = erase_range(addr, e.len, at);
   coalesce_at(extents_.emplace_hint(next, addr, std::move(e)));
 }
 
 ContentStore::Map::iterator ContentStore::erase_range(std::uint64_t addr, std::uint64_t len) {
+  return erase_range(addr, len, extents_.lower_bound(addr));
+}
+
+ContentStore::Map::iterator ContentStore::erase_range(std::uint64_t addr, std::uint64_t len,
+                                                      Map::iterator it) {
   const std::uint64_t end = addr + len;
-  auto it = extents_.lower_bound(addr);
   if (len == 0) return it;
   // A suffix [from, its end) of extent `e` (starting at `start`), as its own extent.
   auto suffix = [](const Extent& e, std::uint64_t start, std::uint64_t from) {

@@ -72,6 +72,8 @@ class ContentStore {
   /// Removes all content in [addr, addr+len), splitting boundary extents; returns the first
   /// extent at or after addr+len (the insertion point for the range). One tree walk if empty.
   Map::iterator erase_range(std::uint64_t addr, std::uint64_t len);
+  /// The same, given extents_.lower_bound(addr).
+  Map::iterator erase_range(std::uint64_t addr, std::uint64_t len, Map::iterator lower);
   /// True if extent b starts where a ends and continues it (same buffer or stream, or fill).
   static bool continues(const Map::const_iterator& a, const Map::const_iterator& b);
   /// Merges `it` with the neighbours it continues (enough after replacing one range: extents

@@ -92,8 +92,8 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
   if (descs.empty()) {
     throw ModelError(ErrorKind::kInvalidArgument, "post: a batch needs at least one descriptor");
   }
-  std::vector<std::pair<std::uint64_t, std::size_t>> dst_order;
-  dst_order.reserve(descs.size());
+  std::vector<std::pair<std::uint64_t, std::size_t>>& dst_order = dst_order_;
+  dst_order.clear();
   for (std::size_t i = 0; i < descs.size(); ++i) {
     const CopyDescriptor& d = descs[i];
     if (d.length == 0) {
@@ -141,7 +141,7 @@ std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descrip
   b->outcome.descriptors = descriptors.size();
   const std::size_t per_chunk = static_cast<std::size_t>(topology_->spec().dma.chunk_descriptors);
   for (std::size_t first = 0; first < descriptors.size(); first += per_chunk) {
-    auto c = std::make_unique<Chunk>();
+    std::unique_ptr<Chunk> c = new_chunk();
     c->batch = b;
     c->first = first;
     c->count = std::min(per_chunk, descriptors.size() - first);
@@ -179,6 +179,30 @@ std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descrip
     try_process(e);
   }
   return b->id;
+}
+
+std::unique_ptr<Fabric::Chunk> Fabric::new_chunk() {
+  if (chunk_pool_.empty()) return std::make_unique<Chunk>();
+  std::unique_ptr<Chunk> c = std::move(chunk_pool_.back());
+  chunk_pool_.pop_back();
+  std::vector<std::uint32_t> links = std::move(c->links);
+  std::vector<FluidNetwork::FlowId> flows = std::move(c->flows);
+  *c = Chunk();
+  links.clear();
+  flows.clear();
+  c->links = std::move(links);
+  c->flows = std::move(flows);
+  return c;
+}
+
+void Fabric::release(std::uint64_t id) {
+  auto it = batches_.find(id);
+  // The pool keeps as many chunks as were ever released at once, up to a bound.
+  constexpr std::size_t kPoolLimit = 4096;
+  for (std::unique_ptr<Chunk>& c : it->second->chunks) {
+    if (chunk_pool_.size() < kPoolLimit) chunk_pool_.push_back(std::move(c));
+  }
+  batches_.erase(it);
 }
 
 void Fabric::schedule_link_event(const std::string& link, SimTime at, LinkEvent event) {
@@ -275,33 +299,32 @@ void Fabric::start_data(Engine& e, Chunk* c) {
   c->data_start = now();
   // One flow per distinct (source memory, destination memory) pair in the chunk, in first-seen
   // order.
-  struct Group {
-    MemoryId src, dst;
-    double bytes;
-  };
-  std::vector<Group> groups;
+  std::vector<FlowGroup>& groups = groups_;
+  groups.clear();
   for (std::size_t i = c->first; i < c->first + c->count; ++i) {
     MemoryId s, d;
     topology_->memory_at(b->descs[i].src_addr, &s);
     topology_->memory_at(b->descs[i].dst_addr, &d);
     auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const Group& x) { return x.src == s && x.dst == d; });
+                          [&](const FlowGroup& x) { return x.src == s && x.dst == d; });
     if (g == groups.end()) {
-      groups.push_back({s, d, 0.0});
+      groups.push_back({s, d, 0.0, nullptr});
       g = groups.end() - 1;
     }
     g->bytes += static_cast<double>(b->descs[i].length);
   }
-  for (const Group& g : groups) {
-    for (std::uint32_t l : route(g.src, g.dst, e, rail_of(e, *c)).links) {
+  const int rail = rail_of(e, *c);
+  for (FlowGroup& g : groups) {
+    g.route = &route(g.src, g.dst, e, rail);
+    for (std::uint32_t l : g.route->links) {
       if (!link_up(l)) {
-        fail_batch(b, "link '" + topology_->links()[l].name + "' is down");
+        fail_batch(b, "link '" + topology_->links()[l].name + "' is down");  // may reuse groups_
         return;
       }
     }
   }
-  for (const Group& g : groups) {
-    const Route& r = route(g.src, g.dst, e, rail_of(e, *c));
+  for (const FlowGroup& g : groups) {
+    const Route& r = *g.route;
     c->latency = std::max(c->latency, r.latency);
     c->links.insert(c->links.end(), r.links.begin(), r.links.end());
     const FluidNetwork::FlowId f = net_.add_flow(g.bytes, r.uses);
@@ -450,7 +473,9 @@ void Fabric::run() {
   net_.advance_to(t);
   for (;;) {
     if (net_.next_completion() <= t) {
-      on_flows_done(net_.complete_until(t));
+      // on_flows_done starts chunks and schedules actions but never completes flows itself.
+      net_.complete_until(t, done_flows_);
+      on_flows_done(done_flows_);
       continue;
     }
     if (agenda_.empty() || agenda_.top().at > t) break;
@@ -485,7 +510,7 @@ void Fabric::run() {
         apply_link_event(a.link, a.event);
         break;
     }
-    if (a.batch && a.batch->reported && a.batch->refs == 0) batches_.erase(a.batch->id);
+    if (a.batch && a.batch->reported && a.batch->refs == 0) release(a.batch->id);
   }
   in_run_ = false;
   const SimTime next =

@@ -139,6 +139,17 @@ class Fabric : public sc_core::sc_module {
   /// The NIC rail a chunk's bytes take on a device with several NICs (0 otherwise).
   int rail_of(const Engine& e, const Chunk& c) const;
 
+  /// Bytes of one chunk between one pair of memories: one flow.
+  struct FlowGroup {
+    MemoryId src, dst;
+    double bytes;
+    const Route* route;  ///< in route_cache_, whose elements never move
+  };
+  /// Takes a chunk from the pool (fields reset, vectors' storage kept) or makes one.
+  std::unique_ptr<Chunk> new_chunk();
+  /// Releases a reported batch, its chunks back to the pool.
+  void release(std::uint64_t batch);
+
   FluidNetwork net_;
   std::unique_ptr<Topology> topology_;
   std::vector<std::unique_ptr<Engine>> engines_;
@@ -155,6 +166,11 @@ class Fabric : public sc_core::sc_module {
       nullptr;  ///< inside run(): its loop picks up new work, no notification needed
   sc_core::sc_event wake_;
   Stats stats_;
+  // Scratch and pools, so that posting, sending and landing allocate nothing once warm.
+  mutable std::vector<std::pair<std::uint64_t, std::size_t>> dst_order_;
+  std::vector<FlowGroup> groups_;
+  std::vector<FluidNetwork::FlowId> done_flows_;
+  std::vector<std::unique_ptr<Chunk>> chunk_pool_;
 };
 
 }  // namespace kvsim::model

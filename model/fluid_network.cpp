@@ -195,26 +195,38 @@ void FluidNetwork::integrate(Resource& r) const {
   r.updated = now_;
 }
 
-FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, std::vector<Use> path, Bandwidth cap) {
+FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, const std::vector<Use>& given,
+                                            Bandwidth cap) {
   if (!(bytes > 0) || !std::isfinite(bytes)) {
     fail(ErrorKind::kInvalidArgument, "add_flow: bytes must be finite and > 0, got " + num(bytes));
   }
   if (!(cap > 0)) fail(ErrorKind::kInvalidArgument, "add_flow: cap must be > 0, got " + num(cap));
-  for (std::size_t i = 0; i < path.size(); ++i) {
-    if (path[i].resource >= resources_.size()) {
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    if (given[i].resource >= resources_.size()) {
       fail(ErrorKind::kOutOfRange, "add_flow: path[" + std::to_string(i) +
                                        "] names unknown resource " +
-                                       std::to_string(path[i].resource));
+                                       std::to_string(given[i].resource));
     }
-    if (!(path[i].weight > 0) || !std::isfinite(path[i].weight)) {
+    if (!(given[i].weight > 0) || !std::isfinite(given[i].weight)) {
       fail(ErrorKind::kInvalidArgument, "add_flow: path[" + std::to_string(i) +
                                             "].weight must be finite and > 0, got " +
-                                            num(path[i].weight));
+                                            num(given[i].weight));
     }
   }
-  if (path.empty() && std::isinf(cap)) {
+  if (given.empty() && std::isinf(cap)) {
     fail(ErrorKind::kInvalidArgument, "add_flow: path is empty and cap is unlimited");
   }
+  std::uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(flows_.size());
+    flows_.emplace_back();
+  }
+  // The slot keeps its path's storage from the flow that had it before.
+  std::vector<Use>& path = flows_[slot].path;
+  path.assign(given.begin(), given.end());
   // Stable insertion sort (paths are short), then merge repeated resources.
   for (std::size_t i = 1; i < path.size(); ++i) {
     for (std::size_t j = i; j > 0 && path[j - 1].resource > path[j].resource; --j) {
@@ -231,14 +243,6 @@ FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, std::vector<Use> path,
   }
   path.resize(out);
 
-  std::uint32_t slot;
-  if (!free_slots_.empty()) {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    slot = static_cast<std::uint32_t>(flows_.size());
-    flows_.emplace_back();
-  }
   const FlowId id = next_id_++;
   Flow& f = flows_[slot];
   f.id = id;
@@ -248,7 +252,6 @@ FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, std::vector<Use> path,
   f.rate = 0;
   f.cap = cap;
   f.fresh = true;
-  f.path = std::move(path);
   bound(f);
   count_demand(f, true);
   slots_.emplace(id, slot);
@@ -349,15 +352,21 @@ SimTime FluidNetwork::peek() const {
 }
 
 std::vector<FluidNetwork::FlowId> FluidNetwork::complete_until(SimTime until) {
+  std::vector<FlowId> done;
+  complete_until(until, done);
+  return done;
+}
+
+void FluidNetwork::complete_until(SimTime until, std::vector<FlowId>& done) {
+  done.clear();
   if (until < now_) {
     fail(ErrorKind::kInvalidArgument, "complete_until: time " + std::to_string(until) +
                                           " ps is before now (" + std::to_string(now_) + " ps)");
   }
   const SimTime t = next_completion();
-  std::vector<FlowId> done;
   if (t > until || t == kNever) {
     if (until != kNever) now_ = until;  // kNever means "no bound", not a time to move to
-    return done;
+    return;
   }
   now_ = t;
   while (peek() == t) {
@@ -368,7 +377,6 @@ std::vector<FluidNetwork::FlowId> FluidNetwork::complete_until(SimTime until) {
     drain(flows_[e.slot], t, true);
     retire(e.slot);
   }
-  return done;
 }
 
 Bandwidth FluidNetwork::rate(FlowId f) const {

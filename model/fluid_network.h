@@ -48,8 +48,9 @@ class FluidNetwork {
   const std::string& resource_name(ResourceId r) const;
   std::size_t resource_count() const;
 
-  /// Starts a flow of `bytes` (> 0) over `path` at the current time, optionally capped.
-  FlowId add_flow(double bytes, std::vector<Use> path,
+  /// Starts a flow of `bytes` (> 0) over `path` at the current time, optionally capped. The path
+  /// is copied into storage that finished flows leave behind: no allocation once warm.
+  FlowId add_flow(double bytes, const std::vector<Use>& path,
                   Bandwidth cap = std::numeric_limits<Bandwidth>::infinity());
   /// Removes a flow before it completes (e.g. its link failed); returns bytes still unsent.
   double cancel_flow(FlowId f);
@@ -64,6 +65,8 @@ class FluidNetwork {
   /// Advances to next_completion() if it is <= `until` and returns the flows that finished then
   /// (in ascending FlowId order), removing them; otherwise advances to `until` and returns {}.
   std::vector<FlowId> complete_until(SimTime until);
+  /// The same into `done` (cleared first), whose storage the caller reuses.
+  void complete_until(SimTime until, std::vector<FlowId>& done);
 
   Bandwidth rate(FlowId f) const;
   double remaining_bytes(FlowId f) const;
