@@ -39,8 +39,9 @@ struct Fabric::Batch {
 };
 
 struct Fabric::Engine {
+  explicit Engine(std::pmr::memory_resource* pool) : queue(pool) {}
   EngineRef ref;
-  std::deque<Chunk*> queue;  ///< chunks waiting for the descriptor processor
+  std::pmr::deque<Chunk*> queue;  ///< chunks waiting for the descriptor processor
   Chunk* processing = nullptr;
   Chunk* blocked = nullptr;  ///< processed, waiting for a free in-flight slot
   int in_flight = 0;
@@ -64,7 +65,7 @@ bool Fabric::ActionLater::operator()(const Action& a, const Action& b) const {
 }
 
 Fabric::Fabric(const sc_core::sc_module_name& name, const TopologySpec& spec)
-    : sc_core::sc_module(name) {
+    : sc_core::sc_module(name), batches_(&node_pool_), flow_owner_(&node_pool_) {
   if (sc_core::sc_get_time_resolution() != sc_core::sc_time(1, sc_core::SC_PS)) {
     throw ModelError(ErrorKind::kInvalidArgument,
                      "Fabric needs SystemC's time resolution to be 1 ps");
@@ -72,7 +73,7 @@ Fabric::Fabric(const sc_core::sc_module_name& name, const TopologySpec& spec)
   topology_ = std::make_unique<Topology>(spec, net_);
   for (int d = 0; d < topology_->device_count(); ++d) {
     for (int e = 0; e < spec.dma.engines; ++e) {
-      engines_.push_back(std::make_unique<Engine>());
+      engines_.push_back(std::make_unique<Engine>(&node_pool_));
       engines_.back()->ref = EngineRef{d, e};
     }
   }
@@ -131,7 +132,7 @@ std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descrip
   check_descriptors(descriptors);
   Engine& e = *engines_[static_cast<std::size_t>(engine.device * topology_->spec().dma.engines +
                                                  engine.engine)];
-  auto batch = std::make_unique<Batch>();
+  std::unique_ptr<Batch> batch = new_batch();
   Batch* b = batch.get();
   b->id = next_batch_id_++;
   b->engine = &e;
@@ -195,13 +196,28 @@ std::unique_ptr<Fabric::Chunk> Fabric::new_chunk() {
   return c;
 }
 
+std::unique_ptr<Fabric::Batch> Fabric::new_batch() {
+  if (batch_pool_.empty()) return std::make_unique<Batch>();
+  std::unique_ptr<Batch> b = std::move(batch_pool_.back());
+  batch_pool_.pop_back();
+  std::vector<std::unique_ptr<Chunk>> chunks = std::move(b->chunks);
+  *b = Batch();
+  chunks.clear();
+  b->chunks = std::move(chunks);
+  return b;
+}
+
 void Fabric::release(std::uint64_t id) {
   auto it = batches_.find(id);
-  // The pool keeps as many chunks as were ever released at once, up to a bound.
+  // The pools keep as many chunks and batches as were ever released at once, up to a bound.
   constexpr std::size_t kPoolLimit = 4096;
-  for (std::unique_ptr<Chunk>& c : it->second->chunks) {
+  Batch& b = *it->second;
+  for (std::unique_ptr<Chunk>& c : b.chunks) {
     if (chunk_pool_.size() < kPoolLimit) chunk_pool_.push_back(std::move(c));
   }
+  b.chunks.clear();
+  b.on_done = nullptr;  // what the callback holds goes now, not when the batch is reused
+  if (batch_pool_.size() < kPoolLimit) batch_pool_.push_back(std::move(it->second));
   batches_.erase(it);
 }
 

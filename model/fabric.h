@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <queue>
 #include <string>
 #include <unordered_map>
@@ -150,11 +151,17 @@ class Fabric : public sc_core::sc_module {
   /// Releases a reported batch, its chunks back to the pool.
   void release(std::uint64_t batch);
 
+  /// Takes a batch from the pool (reset) or makes one.
+  std::unique_ptr<Batch> new_batch();
+
+  // Nodes of the maps and queues below come from here: a warm fabric allocates nothing per
+  // batch, chunk or flow (fabric_allocation_test). Declared first, so destroyed last.
+  std::pmr::unsynchronized_pool_resource node_pool_;
   FluidNetwork net_;
   std::unique_ptr<Topology> topology_;
   std::vector<std::unique_ptr<Engine>> engines_;
-  std::map<std::uint64_t, std::unique_ptr<Batch>> batches_;
-  std::unordered_map<FluidNetwork::FlowId, Chunk*> flow_owner_;
+  std::pmr::map<std::uint64_t, std::unique_ptr<Batch>> batches_;  // (Batch is complete in the .cpp)
+  std::pmr::unordered_map<FluidNetwork::FlowId, Chunk*> flow_owner_;
   std::unordered_map<std::uint64_t, Route> route_cache_;  ///< key: source, destination, engine
   std::vector<double> link_state_;  ///< 0 = down, else fraction of healthy bandwidth
   std::priority_queue<Action, std::vector<Action>, ActionLater> agenda_;
@@ -171,6 +178,7 @@ class Fabric : public sc_core::sc_module {
   std::vector<FlowGroup> groups_;
   std::vector<FluidNetwork::FlowId> done_flows_;
   std::vector<std::unique_ptr<Chunk>> chunk_pool_;
+  std::vector<std::unique_ptr<Batch>> batch_pool_;
 };
 
 }  // namespace kvsim::model

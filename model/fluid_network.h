@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory_resource>
 #include <queue>
 #include <string>
 #include <unordered_map>
@@ -193,7 +194,10 @@ class FluidNetwork {
   mutable std::vector<Resource> resources_;
   mutable std::vector<Flow> flows_;  ///< slots, reused through free_slots_
   std::vector<std::uint32_t> free_slots_;
-  std::unordered_map<FlowId, std::uint32_t> slots_;  ///< active flows only; lookup, never iterated
+  /// Nodes of slots_ come from here: a warm network allocates nothing per flow.
+  std::pmr::unsynchronized_pool_resource node_pool_;
+  /// Active flows only; lookup, never iterated.
+  std::pmr::unordered_map<FlowId, std::uint32_t> slots_{&node_pool_};
   mutable std::vector<Event> heap_;
   mutable std::vector<ResourceId> dirty_resources_;
   mutable std::vector<std::uint32_t> dirty_flows_;  ///< fresh flows, not yet given a rate
