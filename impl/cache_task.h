@@ -31,8 +31,7 @@ struct TaskState {
 /// The result of transfer_cache_async. Copyable; copies share the task.
 class CacheTask {
  public:
-  CacheTask(Platform& platform, std::shared_ptr<TaskState> state)
-      : platform_(&platform), state_(std::move(state)) {}
+  explicit CacheTask(std::shared_ptr<TaskState> state) : state_(std::move(state)) {}
 
   /// Waits up to `timeout_in_millis` (None: no limit; uint32, else ValueError). Still running:
   /// the wait-timeout code, the transfer going on (§3.3). Done: the first result in config order
@@ -52,7 +51,6 @@ class CacheTask {
  private:
   bool wait(std::optional<std::int64_t> timeout_in_millis);
 
-  Platform* platform_;
   std::shared_ptr<TaskState> state_;
 };
 

@@ -128,7 +128,7 @@ CacheTask start_transfer_cache(const std::shared_ptr<DataDistCore>& core,
   spec.task = task;
   spec.v1_links = std::move(v1_links);
   start_transfer_job(std::move(spec));
-  return CacheTask(c.platform(), task);
+  return CacheTask(task);
 }
 
 }  // namespace kvsim::impl

@@ -175,7 +175,7 @@ TEST_F(PlatformTest, AKilledProcessNeverRunsAgainAndItsMemoryIsFreed) {
     ++woke;  // never: the process was killed while this job slept
   });
   platform_->spawn_as(victim, "waiter", [&] {
-    forever->wait_for(kForever);  // never set: still blocked when the process dies
+    (void)forever->wait_for(kForever);  // never set: still blocked when the process dies
     ++woke;
   });
   impl::CopyOutcome outcome;
