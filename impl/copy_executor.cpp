@@ -44,10 +44,13 @@ std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDes
   std::vector<std::vector<CopyDescriptor>> batches;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> scratch;
   std::map<std::uint64_t, std::uint64_t> dst_ranges;
+  // The sorted check is tried again only after a batch came out full, so lists that overlap often
+  // cost what the one-by-one walk costs, plus one sort per full batch.
+  bool try_sorted = true;
   for (std::size_t i = 0; i < descs.size();) {
     // The common case: the next full batch's destinations are disjoint (one sort, no tree).
     const std::size_t last = std::min(descs.size(), i + kMaxBatchDescriptors);
-    if (disjoint(descs, i, last, scratch)) {
+    if (try_sorted && disjoint(descs, i, last, scratch)) {
       batches.emplace_back(descs.begin() + static_cast<std::ptrdiff_t>(i),
                            descs.begin() + static_cast<std::ptrdiff_t>(last));
       i = last;
@@ -60,6 +63,7 @@ std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDes
       batches.back().push_back(descs[i]);
       dst_ranges[descs[i].dst_addr] = descs[i].dst_addr + descs[i].length;
     }
+    try_sorted = i == last;
   }
   return batches;
 }
