@@ -266,4 +266,33 @@ LLMStatusCode check_peer_alive(DataDistCore& core, const Link& link, std::string
   return kCopyFailedStatus;
 }
 
+// The library's status table: a pull_cache, pull_blocks or transfer_cache_async that fails with
+// LLM_TIMEOUT leaves its link unrecoverable until it is linked again (hixl
+// docs/zh/api/python/LLMStatusCode.md, LLM_TIMEOUT row; docs/zh/api/cpp/LLM-DataDist-error-code.md,
+// LLM_WAIT_PROC_TIMEOUT row). The comm-domain channel does the same on any fatal transport error
+// (src/llm_datadist/adxl/comm_channel.cc CommChannel::FailChannel marks it unavailable,
+// adxl_utils.cc IsLinkFatal), so a failed copy counts too.
+void mark_transport_failure(DataDistCore& core, Link& link, LLMStatusCode status,
+                            const std::string& error) {
+  if (status != LLMStatusCode::LLM_TIMEOUT && status != LLMStatusCode::LLM_WAIT_PROCESS_TIMEOUT &&
+      status != kCopyFailedStatus) {
+    return;
+  }
+  if (!link.transport_failure().empty()) return;
+  link.set_transport_failure(std::string(to_string(status)) + " at t=" +
+                             std::to_string(static_cast<double>(core.platform().now()) / 1e12) +
+                             " s" + (error.empty() ? std::string() : " (" + error + ")"));
+}
+
+// A later transfer on such a link fails at once: CommChannel::CheckAvailableLocked returns
+// FAILED ("Channel is unavailable due to a previous transport failure"), which is LLM_FAILED
+// here ([I]: the Python status of that path is not documented).
+LLMStatusCode check_link_usable(const Link& link, std::string& error) {
+  if (link.transport_failure().empty()) return LLMStatusCode::LLM_SUCCESS;
+  error = "the link to cluster " + std::to_string(link.peer_cluster_id()) +
+          " is unavailable after an earlier transport failure, " + link.transport_failure() +
+          "; unlink_clusters and link_clusters again to use it";
+  return LLMStatusCode::LLM_FAILED;
+}
+
 }  // namespace kvsim::impl

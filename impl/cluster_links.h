@@ -82,5 +82,13 @@ void abandon_all_links(DataDistCore& core, const std::string& why);
 /// comes back), then the copy failure status (kCopyFailedStatus) with the reason in `error`.
 /// LLM_SUCCESS, at once, while the peer lives.
 LLMStatusCode check_peer_alive(DataDistCore& core, const Link& link, std::string& error);
+/// A transfer that ended with `status` over `link`: a timeout or a failed copy leaves the link
+/// unusable until it is unlinked and linked again (Link::transport_failure); other statuses
+/// change nothing.
+void mark_transport_failure(DataDistCore& core, Link& link, LLMStatusCode status,
+                            const std::string& error);
+/// LLM_FAILED, with the reason and the way out in `error`, on a link a transport failure left
+/// unusable; LLM_SUCCESS otherwise. Checked before a transfer posts anything.
+LLMStatusCode check_link_usable(const Link& link, std::string& error);
 
 }  // namespace kvsim::impl

@@ -85,6 +85,10 @@ LLMStatusCode transfer_layer(DataDistCore& core, const LayerCall& call,
   // A peer that died holding the link: the puts fail at its NIC (its memory is gone, so the
   // destination check below cannot be made).
   std::string lost;
+  if (const LLMStatusCode unusable = check_link_usable(*link, lost);
+      unusable != LLMStatusCode::LLM_SUCCESS) {
+    return unusable;
+  }
   if (const LLMStatusCode gone = check_peer_alive(core, *link, lost);
       gone != LLMStatusCode::LLM_SUCCESS) {
     return gone;
@@ -102,6 +106,7 @@ LLMStatusCode transfer_layer(DataDistCore& core, const LayerCall& call,
   }
   const CopyRun run = run_copies(core.platform(), core.device(), descs, start + core.sync_timeout(),
                                  core.wait_timeout_code());
+  mark_transport_failure(core, *link, run.status, run.error);
   return run.status;
 }
 

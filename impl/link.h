@@ -49,6 +49,10 @@ class Link {
   /// but no transfer over it reaches the peer's memory any more.
   const std::string& peer_lost() const { return peer_lost_; }
   void set_peer_lost(std::string why) { peer_lost_ = std::move(why); }
+  /// Why a transport failure left this link unusable until it is unlinked and linked again
+  /// (empty: usable). See mark_transport_failure.
+  const std::string& transport_failure() const { return transport_failure_; }
+  void set_transport_failure(std::string why) { transport_failure_ = std::move(why); }
   /// query_register_mem_status: OK once the link is set up (kvsim exchanges memory at link time).
   RegisterMemStatus register_status() const {
     return up_ ? RegisterMemStatus::OK : RegisterMemStatus::FAILED;
@@ -67,6 +71,7 @@ class Link {
   std::unique_ptr<Mutex> mutex_;
   bool up_ = true;
   std::string peer_lost_;
+  std::string transport_failure_;
   std::optional<RemoteCacheTable> remote_table_;
 };
 

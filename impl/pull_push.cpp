@@ -175,10 +175,13 @@ std::optional<std::uint64_t> device_pool_bytes(DataDistCore& core) {
 void run_pull(DataDistCore& core, Link& link, const RemoteSource& src,
               const std::vector<CopyDescriptor>& descs, const char* api) {
   CopyRun run;
-  run.status = check_peer_alive(core, link, run.error);
+  run.status = check_link_usable(link, run.error);
+  if (run.status == LLMStatusCode::LLM_SUCCESS)
+    run.status = check_peer_alive(core, link, run.error);
   if (run.status == LLMStatusCode::LLM_SUCCESS) {
     run = run_copies(core.platform(), core.device(), descs,
                      core.platform().now() + core.sync_timeout(), core.wait_timeout_code());
+    mark_transport_failure(core, link, run.status, run.error);
   }
   if (run.status != LLMStatusCode::LLM_SUCCESS) {
     throw LLMException(

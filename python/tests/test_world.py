@@ -10,7 +10,7 @@ import kvsim
 from llm_datadist import (CacheDesc, CacheKeyByIdAndIndex, DataType, LLMConfig, LLMDataDist,
                           LLMException, LLMRole, LLMStatusCode, Placement)
 
-from conftest import alloc_filled, make_dist
+from conftest import alloc_filled, cluster_info, make_dist
 
 
 def test_presets_give_devices_their_ips(world):
@@ -70,7 +70,9 @@ def test_default_world_comes_from_kvsim_preset():
 def test_link_faults_from_python_reach_the_api_as_the_library_reports_them(pair):
     """A script can fail a link of its world (World.schedule_link_event): the pull meets the
     status of the fault matrix (LLM_SUSPECT_REMOTE_ERROR as LLMException), the world reports its
-    state (World.inventory), and once the link is back the same pull works."""
+    state (World.inventory). Once the link is back the same pull still fails until the link is
+    made again: the library's status table says a failed transfer leaves its link unrecoverable
+    until relinked (hixl LLMStatusCode.md, LLM_TIMEOUT row)."""
     world = kvsim.current_world()
     desc = CacheDesc(2, [1, 4096], DataType.DT_INT8, Placement.DEVICE)
     src = pair.d.cache_manager.register_cache(desc, alloc_filled(8, desc))
@@ -85,6 +87,13 @@ def test_link_faults_from_python_reach_the_api_as_the_library_reports_them(pair)
     after = world.inventory()
     assert after["engines"] == before["engines"] and after["memory_bytes"] == before["memory_bytes"]
     world.schedule_link_event("roce n0d0", kvsim.now(), "up")
+    kvsim.sleep(1e-6)
+    with pytest.raises(LLMException) as e:
+        pair.p.cache_manager.pull_cache(CacheKeyByIdAndIndex(2, src.cache_id, 0), dst)
+    assert e.value.status_code == LLMStatusCode.LLM_FAILED
+    info = cluster_info(2, 8)
+    assert pair.p.unlink_clusters([info], force=True)[0] == LLMStatusCode.LLM_SUCCESS
+    assert pair.p.link_clusters([info])[0] == LLMStatusCode.LLM_SUCCESS
     pair.p.cache_manager.pull_cache(CacheKeyByIdAndIndex(2, src.cache_id, 0), dst)
     assert kvsim.read(dst.tensor_addrs[1], 4096) == kvsim.read(src.tensor_addrs[1], 4096)
 

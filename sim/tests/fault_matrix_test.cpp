@@ -343,6 +343,22 @@ class FaultMatrix : public ImplWorld, public ::testing::WithParamInterface<Cell>
     link_event(platform_.now() + 1, {model::LinkEvent::Kind::kUp});
     platform_.sleep(2);
   }
+  /// P unlinks D (force) and links it again, as an engine does after a transport failure.
+  void relink() {
+    ASSERT_EQ(p_->unlink_clusters({cluster_info(2, 8)}, kLinkTimeoutMs, true).first,
+              LLMStatusCode::LLM_SUCCESS);
+    ASSERT_EQ(p_->link_clusters({cluster_info(2, 8)}, kLinkTimeoutMs).first,
+              LLMStatusCode::LLM_SUCCESS);
+  }
+  /// After a transport failure the link stays unusable once the path is back, until relinked
+  /// (impl::mark_transport_failure): `fn` fails at once, then works after relink().
+  void expect_unusable_until_relinked(const std::function<void()>& fn) {
+    const Time t0 = platform_.now();
+    EXPECT_EQ(outcome_of(fn), "raises " + status(LLMStatusCode::LLM_FAILED));
+    EXPECT_EQ(platform_.now(), t0) << "an unusable link fails before posting anything";
+    relink();
+    EXPECT_EQ(outcome_of(fn), "ok");
+  }
   /// Runs `fn` as the peer's process `delay` from now (a job, so it meets the call in flight).
   void as_peer_later(Time delay, std::function<void()> fn) {
     world_.platform().spawn_as(d_->core()->process(), "peer", [this, delay, fn] {
@@ -462,15 +478,16 @@ std::string FaultMatrix::run_data_call(const Cell& cell) {
       out = outcome_of(fn);
       EXPECT_EQ(describe_difference(before, take_inventory(world_)), "");
       restore();
+      expect_unusable_until_relinked(fn);
       break;
     case Fault::kDownAfter:
       out = outcome_of(fn);
       down_now();
       expect_moved(call);
-      // The fault is real: the next call fails, and works again once the link is back.
+      // The fault is real: the next call fails, and the link needs relinking once it is back.
       EXPECT_EQ(outcome_of(fn), "raises " + status(impl::kCopyFailedStatus));
       restore();
-      EXPECT_EQ(outcome_of(fn), "ok");
+      expect_unusable_until_relinked(fn);
       break;
     case Fault::kDegraded: {
       degrade_now();
@@ -504,6 +521,7 @@ std::string FaultMatrix::run_data_call(const Cell& cell) {
                 "open batches: 0 -> 1\n");  // the platform cannot cancel a posted copy
       restore();
       platform_.sleep(100 * kUs * 1000);
+      expect_unusable_until_relinked(fn);
       break;
     case Fault::kBadAddress:
       out = outcome_of([&] {

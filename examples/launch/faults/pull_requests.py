@@ -5,7 +5,10 @@ step, as a serving engine does; the prompt waits until the decoder is done. Writ
   LLMException out of the decoder, which dies without telling the prompt, and the prompt waits
   at its barrier until the group's timeout. If either process dies, the other does too.
 - careful (--careful): a pull that fails with a transient status (the link went down, a
-  timeout) is retried after a pause, up to a deadline; past it the prompt counts as lost and the
+  timeout) is retried after a pause, up to a deadline, on a link made again: the library leaves
+  a link whose transfer failed unusable until it is unlinked and linked again (LLMStatusCode's
+  LLM_TIMEOUT row), so a retry on the old link fails at once. Past the deadline the prompt counts
+  as lost and the
   requests not pulled are left to be recomputed, as a serving engine falls back to prefill;
   every pulled row is checked; barriers give up after a bound; both sides always clean up
   (unlink, unregister, finalize).
@@ -38,6 +41,7 @@ REQUESTS = list(range(100, 120))
 STEP = 0.002                    # a decode step between pulls (simulated seconds)
 TRANSIENT = {LLMStatusCode.LLM_SUSPECT_REMOTE_ERROR, LLMStatusCode.LLM_TIMEOUT}
 RETRY_PAUSE, RETRY_FOR = 0.005, 1.0
+RELINK_TIMEOUT_MS = 20           # a link attempt while the path is still down waits this long
 PEER_WAIT = datetime.timedelta(seconds=30)  # how long a careful side waits for the other
 
 
@@ -80,8 +84,16 @@ def prompt(datadist, careful):
         datadist.finalize()
 
 
-def pull(manager, request, cache, careful):
+def relink(datadist, info):
+    """Unlinks the prompt (force: this side only) and links it again; the link's status."""
+    datadist.unlink_clusters([info], timeout=3000, force=True)
+    ret, _ = datadist.link_clusters([info], timeout=RELINK_TIMEOUT_MS)
+    return ret
+
+
+def pull(datadist, info, request, cache, careful):
     """Pulls one request's rows; False when a careful decoder gives the prompt up for lost."""
+    manager = datadist.cache_manager
     if not careful:
         manager.pull_cache(CacheKey(prompt_cluster_id=1, req_id=request), cache, batch_index=0)
         return True
@@ -94,12 +106,17 @@ def pull(manager, request, cache, careful):
         except LLMException as e:
             if e.status_code not in TRANSIENT:
                 raise
+            logging.info("pull of request %d failed (%s); relinking", request, e.status_code)
+        while True:
             if time.monotonic() > deadline:
-                logging.info("pull of request %d still fails (%s) after %.1f s: the prompt is "
-                             "lost", request, e.status_code, RETRY_FOR)
+                logging.info("pull of request %d still fails after %.1f s: the prompt is lost",
+                             request, RETRY_FOR)
                 return False
-            logging.info("pull of request %d failed (%s); retrying", request, e.status_code)
             time.sleep(RETRY_PAUSE)
+            ret = relink(datadist, info)
+            if ret == LLMStatusCode.LLM_SUCCESS:
+                break
+            logging.info("relink failed (%s); trying again", ret)
 
 
 def decoder(datadist, careful):
@@ -122,7 +139,7 @@ def decoder(datadist, careful):
             raise RuntimeError(f"link_clusters failed: {ret}")
         for request in REQUESTS:
             time.sleep(STEP)
-            if not pull(manager, request, cache, careful):
+            if not pull(datadist, info, request, cache, careful):
                 break
             for t, tensor in enumerate(tensors):
                 if not torch.equal(tensor.cpu()[0], row(request, t)):
