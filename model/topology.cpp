@@ -392,6 +392,17 @@ PathTier Topology::route_devices(Route& r, int a, int b, int rail) const {
   return PathTier::kScaleOut;
 }
 
+std::vector<std::uint32_t> Topology::node_nics(int node) const {
+  if (node < 0 || node >= spec_.nodes) {
+    throw ModelError(ErrorKind::kOutOfRange, "node " + std::to_string(node) + " out of range [0, " +
+                                                 std::to_string(spec_.nodes) + ")");
+  }
+  const std::size_t per_node = nics_.size() / static_cast<std::size_t>(spec_.nodes);
+  const auto first =
+      nics_.begin() + static_cast<std::ptrdiff_t>(per_node * static_cast<std::size_t>(node));
+  return {first, first + static_cast<std::ptrdiff_t>(per_node)};
+}
+
 int Topology::nic_of(int device, int rail) const {
   const int dpn = spec_.devices_per_node;
   const int nics = spec_.fabric.nics_per_node > 0 ? spec_.fabric.nics_per_node : dpn;

@@ -218,6 +218,8 @@ class Topology {
 
   /// Index in nics_ of the NIC a device sends through on `rail` (taken mod its NICs).
   int nic_of(int device, int rail) const;
+  /// Indices into links() of a node's scale-out NICs, in order.
+  std::vector<std::uint32_t> node_nics(int node) const;
   /// Leaf switch of a node (0 on a flat fabric).
   int leaf_of(int node) const;
 

@@ -356,8 +356,52 @@ def _index(folder, title, numbers, images, extra=""):
                 f"</head><body><h1>{html.escape(title)}</h1><table>{rows}</table>{imgs}{extra}</body></html>")
 
 
+def render_campaign(folder):
+    """A fault campaign (kvsim run --faults): SLO attainment (or requests ok) and requests lost
+    per seed against the run without faults, and TTFT p99."""
+    with open(os.path.join(folder, "fault_campaign.json"), encoding="utf-8") as f:
+        campaign = json.load(f)
+    runs = campaign["runs"]
+    base, seeds = runs[0], runs[1:]
+    names = [r["name"].replace("seed-", "") for r in seeds]
+    what = "SLOs met (%)" if campaign["serving"] else "requests ok (%)"
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4))
+    colors = ["tab:green" if r["handled"] else "tab:red" for r in seeds]
+    a1.bar(names, [100 * r.get("attainment", 0) for r in seeds], color=colors)
+    if "attainment" in base:
+        a1.axhline(100 * base["attainment"], color="k", ls="--", lw=1, label="without faults")
+        a1.legend(fontsize=7)
+    a1.set_ylabel(what)
+    a1.set_ylim(0, 105)
+    lost = [r.get("lost", 0) for r in seeds]
+    a2.bar(names, lost, color=colors)
+    a2.set_ylim(0, max([1] + lost) * 1.1)
+    a2.yaxis.get_major_locator().set_params(integer=True)
+    a2.set_ylabel(f"requests lost (of {base.get('requests', '?')})")
+    a3.bar(names, [r.get("ttft_p99_us", 0) / 1e3 for r in seeds], color=colors)
+    if "ttft_p99_us" in base:
+        a3.axhline(base["ttft_p99_us"] / 1e3, color="k", ls="--", lw=1, label="without faults")
+        a3.legend(fontsize=7)
+    a3.set_ylabel("TTFT p99 of the requests served (ms)")
+    for a in (a1, a2, a3):
+        a.set_xlabel("seed (red: a fault not handled)")
+        a.grid(alpha=0.3, axis="y")
+        a.tick_params(axis="x", labelsize=7)
+    fig.suptitle(f"Fault campaign: {campaign['scenario']} ({campaign['unhandled']} of "
+                 f"{campaign['seeds']} seeds not handled)")
+    _save(fig, folder, "fault_campaign")
+    numbers = [(r["name"], ("handled" if r["handled"] else "UNHANDLED: " + "; ".join(r["findings"]))
+                + (" | " + "; ".join(f["description"] for f in r["faults"]) if r["faults"] else ""))
+               for r in runs]
+    _index(folder, "kvsim fault campaign", numbers, ["fault_campaign"])
+    return ["fault_campaign"]
+
+
 def render(folder):
-    """Renders whatever `folder` holds (a run or a sweep); returns the image base names."""
+    """Renders whatever `folder` holds (a run, a sweep or a fault campaign); returns the image
+    base names."""
+    if os.path.exists(os.path.join(folder, "fault_campaign.json")):
+        return render_campaign(folder)
     if os.path.exists(os.path.join(folder, "sweep.csv")):
         return render_sweep(folder)
     if os.path.exists(os.path.join(folder, "result.json")):

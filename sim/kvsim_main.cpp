@@ -21,6 +21,7 @@
 #include "model/fabric.h"
 #include "model/preset.h"
 #include "model/sim_kernel.h"
+#include "sim/fault_campaign.h"
 #include "sim/report.h"
 #include "sim/results_writer.h"
 #include "sim/runner.h"
@@ -172,6 +173,55 @@ int run_one(const std::string& scenario_path, const std::vector<kvsim::sim::Scen
                 report ? " (report: index.html)" : "");
   }
   return kvsim::sim::result_status(result);
+}
+
+// kvsim run FILE --faults SEEDS: exit 0 when every seed's faults were handled, 1 otherwise (or
+// when the run fails without faults too, which leaves nothing to judge).
+int run_campaign(const std::string& scenario_path,
+                 const std::vector<kvsim::sim::ScenarioOverride>& sets,
+                 const std::string& seeds_text, const std::string& out_dir, bool quiet,
+                 bool report) {
+  std::vector<std::uint64_t> seeds;
+  try {
+    seeds = kvsim::sim::parse_seeds(seeds_text);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("--faults", e.what());
+  }
+  const kvsim::sim::Scenario scenario = kvsim::sim::load_scenario(scenario_path, sets);
+  if (!scenario.fault_plan) {
+    throw CLI::ValidationError("--faults", scenario_path +
+                                               " has no fault_plan: section (kinds, window, "
+                                               "duration, count, factor, scope) to draw from");
+  }
+  prepare_out_dir(out_dir);
+  std::vector<kvsim::sim::CampaignRun> runs;
+  try {
+    runs = kvsim::sim::run_fault_campaign(
+        scenario, seeds, out_dir, [quiet](std::size_t done, std::size_t total) {
+          if (!quiet) std::fprintf(stderr, "\r%s", kvsim::sim::progress_bar(done, total).c_str());
+        });
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("--faults", e.what());
+  }
+  if (!quiet) std::fprintf(stderr, "\n");
+  const std::string md = kvsim::sim::campaign_markdown(scenario, runs);
+  kvsim::sim::write_file_atomic(out_dir + "/fault_campaign.md", md);
+  kvsim::sim::write_file_atomic(out_dir + "/fault_campaign.json",
+                                kvsim::sim::campaign_json(scenario, runs));
+  if (report) kvsim::sim::render_report(out_dir);
+  std::size_t unhandled = 0;
+  for (std::size_t i = 1; i < runs.size(); ++i) unhandled += runs[i].findings.empty() ? 0 : 1;
+  if (!quiet || unhandled > 0 || !runs[0].findings.empty()) {
+    std::printf("%s\n", md.c_str());
+  }
+  if (!runs[0].findings.empty()) {
+    std::fprintf(stderr, "kvsim: the run fails without faults too: %s\n",
+                 runs[0].findings.front().c_str());
+    return 1;
+  }
+  std::printf("%zu of %zu seeds handled every fault; results in %s/%s\n", seeds.size() - unhandled,
+              seeds.size(), out_dir.c_str(), report ? " (report: index.html)" : "");
+  return unhandled == 0 ? 0 : 1;
 }
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -395,6 +445,10 @@ int sc_main(int argc, char* argv[]) {
   run->add_flag("--no-trace", no_trace, "Do not write trace.json");
   run->add_flag("-q,--quiet", quiet, "Print nothing on success");
   run->add_flag("--no-report", no_report, "Do not render plots and index.html");
+  std::string fault_seeds;
+  run->add_option("--faults", fault_seeds,
+                  "A fault campaign: SEED, FIRST-LAST or a list of them; one run per seed with "
+                  "faults drawn from the scenario's fault_plan:, plus one without");
   CLI::App* sweep =
       app.add_subcommand("sweep",
                          "Run the cross product of --set value lists (or the scenario's "
@@ -446,6 +500,9 @@ int sc_main(int argc, char* argv[]) {
         std::pair<std::string, std::string> kv;
         if (!split_set(s, kv)) throw CLI::ValidationError("--set", "'" + s + "' must be key=value");
         overrides.push_back(kv);
+      }
+      if (!fault_seeds.empty()) {
+        return run_campaign(scenario, overrides, fault_seeds, out_dir, quiet, !no_report);
       }
       return run_one(scenario, overrides, out_dir, !no_trace, quiet, !no_report && !no_trace);
     }

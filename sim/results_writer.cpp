@@ -196,6 +196,7 @@ std::string result_json(const RunResult& r) {
     x["decode_instance"] = q.decode_instance;
     x["queueing_us"] = us(q.queueing());
     x["kv_ready_us"] = us(q.kv_ready());
+    if (q.retries > 0) x["retries"] = q.retries;
     x["decode_start_us"] = us(q.decode_start);
     x["first_token_us"] = us(q.first_token);
     x["completion_us"] = us(q.completion);
@@ -221,6 +222,7 @@ std::string result_json(const RunResult& r) {
                     {"slo_attainment", m.slo_attainment},
                     {"goodput_rps", m.goodput_rps},
                     {"throughput_rps", m.throughput_rps}};
+    if (r.relinks > 0) j["serving"]["relinks"] = r.relinks;
     auto& series = j["series"] = nlohmann::ordered_json::object();
     std::vector<double> times;
     for (const model::SimTime t : r.sample_times) times.push_back(us(t));

@@ -41,6 +41,7 @@ struct RequestResult {
   model::SimTime decode_start = 0;  ///< admitted to a decode batch
   model::SimTime first_token = 0;   ///< first token out of the decode instance
   model::SimTime completion = 0;    ///< last token out
+  int retries = 0;                  ///< transfers tried again after a failure (serving.recovery)
 
   /// Transfer time not hidden behind prefill compute: from the later of prefill's end and the
   /// decode side asking for the KV (an engine's handoff is not transfer time).
@@ -105,6 +106,7 @@ struct RunResult {
   // Serving studies: sampled state over time, and diagnostics counted by kind.
   std::vector<model::SimTime> sample_times;
   std::vector<TimeSeries> series;
+  int relinks = 0;  ///< links the serving engine made again after failures (serving.recovery)
 };
 
 /// Options of run_scenario.

@@ -10,6 +10,7 @@
 #include <random>
 #include <regex>
 #include <sstream>
+#include <tuple>
 
 #include "model/errors.h"
 #include "model/yaml_reader.h"
@@ -218,8 +219,79 @@ ServingSpec read_serving(YamlReader& top, Scenario& s) {
     if (slo.has("ttft")) v.slo_ttft = slo.time("ttft");
     if (slo.has("tpot")) v.slo_tpot = slo.time("tpot");
   }
+  if (r.has("recovery")) {
+    YamlReader rec = r.child("recovery");
+    if (rec.has("retries")) v.recovery.retries = static_cast<int>(rec.integer("retries", 0, 1000));
+    if (rec.has("pause")) v.recovery.pause = rec.time("pause");
+    if (rec.has("relink")) v.recovery.relink = rec.boolean("relink");
+    if (rec.has("link_timeout")) {
+      v.recovery.link_timeout_ms = rec.integer("link_timeout", 1, 3'600'000);
+    }
+    if (v.recovery.retries == 0 && v.recovery.relink) {
+      rec.fail_key("relink", "needs retries >= 1 (a relink happens before a retry)");
+    }
+    rec.finish();
+  }
   r.finish();
   return v;
+}
+
+// A [FIRST, LAST] pair of times under fault_plan.
+std::pair<SimTime, SimTime> time_range(YamlReader& r, const std::string& key) {
+  const YAML::Node v = r.need(key);
+  if (!v.IsSequence() || v.size() != 2 || !v[0].IsScalar() || !v[1].IsScalar()) {
+    r.fail(v, r.qualified(key), "must be [FIRST, LAST], two times (e.g. [10ms, 2s])");
+  }
+  SimTime t[2];
+  for (std::size_t i = 0; i < 2; ++i) {
+    try {
+      t[i] = model::parse_time(v[i].Scalar());
+    } catch (const model::ModelError& e) {
+      r.fail(v[i], r.qualified(key), std::string("has a bad value: ") + e.what());
+    }
+  }
+  if (t[1] < t[0]) r.fail(v, r.qualified(key), "must have FIRST <= LAST");
+  return {t[0], t[1]};
+}
+
+// fault_plan: {kinds, window, duration, count, factor, scope}, what `kvsim run --faults` draws.
+FaultPlan read_fault_plan(YamlReader& top) {
+  YamlReader r = top.child("fault_plan");
+  FaultPlan plan;
+  if (r.has("kinds")) {
+    const YAML::Node list = r.node()["kinds"];
+    if (!list.IsSequence() || list.size() == 0) {
+      r.fail(list, r.qualified("kinds"),
+             "must be a non-empty list of link_down, link_degraded, "
+             "nic_lost");
+    }
+    plan.kinds.clear();
+    for (const YAML::Node& k : list) {
+      const std::string name = k.IsScalar() ? k.Scalar() : "";
+      if (name == "link_down")
+        plan.kinds.push_back(FaultPlan::Kind::kLinkDown);
+      else if (name == "link_degraded")
+        plan.kinds.push_back(FaultPlan::Kind::kLinkDegraded);
+      else if (name == "nic_lost")
+        plan.kinds.push_back(FaultPlan::Kind::kNicLost);
+      else
+        r.fail(k, r.qualified("kinds"),
+               "has '" + name + "': the kinds are link_down, link_degraded and nic_lost");
+    }
+  }
+  if (r.has("window")) std::tie(plan.window_first, plan.window_last) = time_range(r, "window");
+  if (r.has("duration")) {
+    std::tie(plan.duration_first, plan.duration_last) = time_range(r, "duration");
+  }
+  if (r.has("count")) plan.count = static_cast<int>(r.integer("count", 1, 1000));
+  if (r.has("factor")) plan.factor = r.real("factor", 0, 1);
+  if (r.has("scope")) {
+    const std::string scope = r.text("scope");
+    if (scope != "node" && scope != "nic") r.fail_key("scope", "must be node or nic");
+    plan.per_nic = scope == "nic";
+  }
+  r.finish();
+  return plan;
 }
 
 // True if `text` is well-formed UTF-8 (results are JSON, which carries nothing else).
@@ -549,6 +621,7 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       s.faults.push_back(fs);
     }
   }
+  if (top.has("fault_plan")) s.fault_plan = read_fault_plan(top);
   top.finish();
   return s;
 }

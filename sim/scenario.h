@@ -13,6 +13,7 @@
 #include "model/preset.h"
 #include "sim/compute_model.h"
 #include "sim/engine_profile.h"
+#include "sim/fault_plan.h"
 #include "sim/llm_model.h"
 #include "sim/serving/block_pool.h"
 #include "sim/serving/workload.h"
@@ -21,13 +22,6 @@ namespace kvsim::sim {
 
 /// One request of the workload (arrival, prompt and output tokens, Mooncake prefix hashes).
 using Request = serving::WorkloadRequest;
-
-/// A link fault at a simulated time.
-struct FaultSpec {
-  std::string link;
-  model::SimTime at = 0;
-  model::LinkEvent event;
-};
 
 /// How KV moves from prefill to decode.
 enum class TransferMethod {
@@ -59,6 +53,16 @@ struct ServingSpec {
   double verify_fraction = 1.0;  ///< every k-th request (k = round(1/f)) is verified byte for byte
   model::SimTime slo_ttft = 2'000'000'000'000;  ///< DistServe-style SLOs for goodput
   model::SimTime slo_tpot = 100'000'000'000;
+  /// What the engine does when a request's KV transfer fails on a rank (serving.recovery). The
+  /// default gives the request up (lost), as an engine that never handles transfer errors does.
+  struct Recovery {
+    int retries = 0;                        ///< transfers after the first, per request and rank
+    model::SimTime pause = 5 * model::kMs;  ///< before each retry
+    /// Unlink and link the rank pair again before a retry: the library leaves a link whose
+    /// transfer failed unusable until then (impl::mark_transport_failure).
+    bool relink = false;
+    std::int64_t link_timeout_ms = 100;  ///< each link_clusters attempt of a relink
+  } recovery;
 };
 
 /// "layerwise", "pull_blocks" or "push_blocks".
@@ -97,6 +101,8 @@ struct Scenario {
   int prompt_node = 0;
   int decode_node = 1;
   std::vector<FaultSpec> faults;
+  /// What `kvsim run --faults SEEDS` draws from (a fault_plan: section), if given.
+  std::optional<FaultPlan> fault_plan;
   /// Set for serving studies (an `instances:` section); else the single-request runner.
   std::optional<ServingSpec> serving;
   /// The scenario's own sweep (a `sweep:` section of dotted keys and value lists), which

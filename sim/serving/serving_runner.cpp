@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
+#include <tuple>
 
 #include "impl/directory.h"
 #include "impl/llm_datadist.h"
@@ -21,6 +24,12 @@ using impl::LLMStatusCode;
 using model::SimTime;
 
 constexpr std::size_t kTraceRequestLimit = 500;  // a Chrome trace of more would not open
+
+// Nodes `instances` of `tp` ranks fill, whole instances per node.
+int nodes_for(int instances, int tp, const model::TopologySpec& spec) {
+  const int per_node = spec.devices_per_node / tp;
+  return (instances + per_node - 1) / per_node;
+}
 
 // One rank of an instance: its engine on its device and its registered paged cache.
 struct RankEngine {
@@ -39,6 +48,15 @@ struct Instance {
   std::deque<int> queue;               // prefill: waiting requests; decode: KV landed
   std::uint64_t queued_tokens = 0;     // prefill: prompt tokens queued or in the running batch
   std::vector<int> running;            // decode: the batch being stepped
+};
+
+// The link between rank r of a prefill instance and rank r of a decode instance, as the engine
+// keeps it for recovery: a relink raises the generation, so that requests that failed before it
+// retry on the new link instead of relinking again.
+struct PairLink {
+  bool linked = true;
+  int generation = 0;
+  std::shared_ptr<impl::Signal> relinking;  // set while a relink runs; set() when it ends
 };
 
 // A request's life in the cluster.
@@ -67,6 +85,12 @@ class LayerEvents final : public impl::LayerSynchronizer {
 
  private:
   std::shared_ptr<BatchLayers> batch_;
+};
+
+// A retry's synchronizer: every layer was computed before the first attempt failed.
+class LayersDone final : public impl::LayerSynchronizer {
+ public:
+  bool synchronize_layer(std::int64_t, std::optional<std::int64_t>) override { return true; }
 };
 
 class Serving {
@@ -193,7 +217,7 @@ class Serving {
     // Instances fill nodes in order, prefill first; decode starts on a node of its own.
     const int per_node = spec.devices_per_node / tp();
     const int dpn = spec.devices_per_node;
-    const int prefill_nodes = (v_.prefill_instances + per_node - 1) / per_node;
+    const int prefill_nodes = nodes_for(v_.prefill_instances, tp(), spec);
     const std::uint64_t decode_base = std::max<std::uint64_t>(
         kDecodeClusterBase, kPromptClusterBase + static_cast<std::uint64_t>(v_.prefill_instances) *
                                                      static_cast<std::uint64_t>(tp()));
@@ -236,12 +260,7 @@ class Serving {
       }
       for (Instance& p : prefill_) {
         for (Instance& d : decode_) {
-          RankEngine& pk = p.ranks[r];
-          RankEngine& dk = d.ranks[r];
-          const impl::LLMClusterInfo info =
-              decode_listens ? server_info(platform(), dk.cluster, dk.device, pk.device)
-                             : server_info(platform(), pk.cluster, pk.device, dk.device);
-          impl::LLMDataDist& client = decode_listens ? *pk.dist : *dk.dist;
+          const auto [client, info] = link_ends(p.ranks[r], d.ranks[r]);
           const auto [code, codes] = client.link_clusters({info});
           if (code != LLMStatusCode::LLM_SUCCESS) {
             throw std::runtime_error(p.name + " rank " + std::to_string(r) + " to " + d.name +
@@ -273,6 +292,59 @@ class Serving {
       r.checked = stride > 0 && i % stride == 0;
       last_arrival_ = std::max(last_arrival_, q.arrival);
     }
+  }
+
+  // Who links the pair (the side that transfers) and the address it links to. Layer-wise and
+  // push_blocks push from the prompt side, so decode listens; pull_blocks pulls from the decode
+  // side, so prefill listens (spec 8).
+  std::pair<impl::LLMDataDist&, impl::LLMClusterInfo> link_ends(const RankEngine& pk,
+                                                                const RankEngine& dk) {
+    if (layerwise() || pushes()) {
+      return {*pk.dist, server_info(platform(), dk.cluster, dk.device, pk.device)};
+    }
+    return {*dk.dist, server_info(platform(), pk.cluster, pk.device, dk.device)};
+  }
+
+  // Unlinks and links rank r's pair of q's instances again, unless another request did since
+  // `seen` (its generation when this request's transfer failed); waits for a relink in progress.
+  // A link attempt while the path is down fails after link_timeout; the next retry tries again.
+  void relink(const Live& q, std::size_t r, int seen) {
+    PairLink& pair = pairs_[{q.r.prefill_instance, q.r.decode_instance, r}];
+    while (pair.relinking) {
+      const std::shared_ptr<impl::Signal> running = pair.relinking;
+      (void)running->wait_for(impl::kForever);
+    }
+    if (pair.linked && pair.generation != seen) return;
+    pair.relinking = std::shared_ptr<impl::Signal>(platform().make_signal());
+    const auto [client, info] =
+        link_ends(prefill_[static_cast<std::size_t>(q.r.prefill_instance)].ranks[r],
+                  decode_[static_cast<std::size_t>(q.r.decode_instance)].ranks[r]);
+    (void)client.unlink_clusters({info}, v_.recovery.link_timeout_ms, true);
+    pair.linked = false;
+    const auto [code, codes] = client.link_clusters({info}, v_.recovery.link_timeout_ms);
+    if (code == LLMStatusCode::LLM_SUCCESS) {
+      pair.linked = true;
+      ++pair.generation;
+      ++result_.relinks;
+    }
+    const std::shared_ptr<impl::Signal> done = std::move(pair.relinking);
+    done->set();
+  }
+
+  // Runs one rank's transfer of q (`attempt`: "" on success, else its status) and, on a failure,
+  // what serving.recovery says: a pause, a relink when asked, and another attempt, up to
+  // `retries`. The last attempt's status.
+  std::string with_recovery(Live& q, std::size_t r, const std::function<std::string()>& attempt) {
+    int seen = pairs_[{q.r.prefill_instance, q.r.decode_instance, r}].generation;
+    std::string error = attempt();
+    for (int k = 0; !error.empty() && k < v_.recovery.retries; ++k) {
+      ++q.r.retries;
+      platform().sleep(v_.recovery.pause);
+      if (v_.recovery.relink) relink(q, r, seen);
+      seen = pairs_[{q.r.prefill_instance, q.r.decode_instance, r}].generation;
+      error = attempt();
+    }
+    return error;
   }
 
   void ring(Instance& inst) {
@@ -460,11 +532,8 @@ class Serving {
           std::vector<impl::AnyTransferConfig> configs{
               impl::TransferConfig(dst.ranks[r].cluster, dst.ranks[r].cache->tensor_addrs,
                                    impl::LayerRange{0, s_.model.layers, 1}, 0)};
-          impl::TransferBlockArgs b;
-          b.src_block_indices = q.src_blocks;
-          b.dst_block_indices = q.dst_blocks;
           q.tasks.push_back(inst.ranks[r].dist->cache_manager().transfer_cache_async(
-              *inst.ranks[r].cache, sync, configs, b));
+              *inst.ranks[r].cache, sync, configs, blocks_args(q)));
         }
         ++busy_;
         platform().spawn("deliver", [this, id] { deliver(id); });
@@ -503,6 +572,13 @@ class Serving {
     }
   }
 
+  static impl::TransferBlockArgs blocks_args(const Live& q) {
+    impl::TransferBlockArgs b;
+    b.src_block_indices = q.src_blocks;
+    b.dst_block_indices = q.dst_blocks;
+    return b;
+  }
+
   void set_status(Live& q, const std::string& status) {
     if (q.r.ok) q.r.status = status;
     q.r.ok = false;
@@ -512,9 +588,25 @@ class Serving {
   void deliver(int id) {
     Live& q = live_[static_cast<std::size_t>(id)];
     try {
-      for (impl::CacheTask& task : q.tasks) {
-        const LLMStatusCode code = task.synchronize();
-        if (code != LLMStatusCode::LLM_SUCCESS) set_status(q, std::string(impl::to_string(code)));
+      Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
+      const Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+      for (std::size_t r = 0; r < q.tasks.size(); ++r) {
+        bool first = true;
+        const std::string error = with_recovery(q, r, [&] {
+          // A retry sends every layer again; they are all computed by then.
+          std::vector<impl::AnyTransferConfig> configs{
+              impl::TransferConfig(dst.ranks[r].cluster, dst.ranks[r].cache->tensor_addrs,
+                                   impl::LayerRange{0, s_.model.layers, 1}, 0)};
+          impl::CacheTask task = first ? std::move(q.tasks[r])
+                                       : src.ranks[r].dist->cache_manager().transfer_cache_async(
+                                             *src.ranks[r].cache, std::make_shared<LayersDone>(),
+                                             configs, blocks_args(q));
+          first = false;
+          const LLMStatusCode code = task.synchronize();
+          return code == LLMStatusCode::LLM_SUCCESS ? std::string()
+                                                    : std::string(impl::to_string(code));
+        });
+        if (!error.empty()) set_status(q, error);
       }
       q.tasks.clear();
       landed(q);
@@ -549,6 +641,25 @@ class Serving {
             }
           }
           if (l + 1 == layers.computed.size()) {
+            if (!errors[i].empty() && v_.recovery.retries > 0) {
+              // The retries push every layer again, in one call.
+              const impl::LayerRange all{0, s_.model.layers, 1};
+              bool first = true;
+              errors[i] = with_recovery(q, r, [&]() -> std::string {
+                if (first) {
+                  first = false;
+                  return errors[i];
+                }
+                try {
+                  k.dist->cache_manager().push_blocks(impl::BlocksCacheKey{dst.cluster, 0},
+                                                      *k.cache, q.src_blocks, q.dst_blocks, all,
+                                                      all);
+                  return {};
+                } catch (const impl::LLMException& e) {
+                  return std::string(impl::to_string(e.status_code()));
+                }
+              });
+            }
             if (!errors[i].empty()) set_status(q, errors[i]);
             if (--q.pending_ranks == 0) landed(q);
           }
@@ -576,15 +687,18 @@ class Serving {
       for (std::size_t r = 0; r < dst.ranks.size(); ++r) {
         done.push_back(platform().make_signal());
         platform().spawn("pull", [&, r] {
-          try {
-            dst.ranks[r].dist->cache_manager().pull_blocks(
-                impl::BlocksCacheKey{src.ranks[r].cluster, 0}, *dst.ranks[r].cache, q.src_blocks,
-                q.dst_blocks);
-          } catch (const impl::LLMException& e) {
-            errors[r] = std::string(impl::to_string(e.status_code()));
-          } catch (const std::exception& e) {
-            errors[r] = e.what();
-          }
+          errors[r] = with_recovery(q, r, [&]() -> std::string {
+            try {
+              dst.ranks[r].dist->cache_manager().pull_blocks(
+                  impl::BlocksCacheKey{src.ranks[r].cluster, 0}, *dst.ranks[r].cache, q.src_blocks,
+                  q.dst_blocks);
+              return {};
+            } catch (const impl::LLMException& e) {
+              return std::string(impl::to_string(e.status_code()));
+            } catch (const std::exception& e) {
+              return e.what();
+            }
+          });
           done[r]->set();
         });
       }
@@ -800,6 +914,7 @@ class Serving {
   std::vector<Live> live_;
   impl::CacheDesc desc_{2, {1, 1}, impl::DataType::DT_INT8};
   std::int64_t blocks_ = 0;
+  std::map<std::tuple<int, int, std::size_t>, PairLink> pairs_;  // (prefill, decode, rank)
   std::size_t next_decode_ = 0;
   std::size_t completed_ = 0;
   int busy_ = 0;
@@ -811,6 +926,15 @@ class Serving {
 };
 
 }  // namespace
+
+std::vector<int> serving_nodes(const Scenario& scenario, const model::TopologySpec& spec) {
+  const ServingSpec& v = *scenario.serving;
+  const int nodes = nodes_for(v.prefill_instances, scenario.tensor_parallel, spec) +
+                    nodes_for(v.decode_instances, scenario.tensor_parallel, spec);
+  std::vector<int> out;
+  for (int n = 0; n < nodes; ++n) out.push_back(n);
+  return out;
+}
 
 RunResult run_serving(const Scenario& scenario, const RunOptions& options) {
   if (!scenario.serving) throw std::invalid_argument("run_serving: the scenario has no instances");

@@ -6,6 +6,8 @@
 // It sits above the world and below the study runner, and never reaches under the API.
 #pragma once
 
+#include <vector>
+
 #include "sim/runner.h"
 #include "sim/scenario.h"
 
@@ -14,5 +16,8 @@ namespace kvsim::sim::serving {
 /// Runs `scenario` (its `serving` set) on a fresh World. Throws std::runtime_error if the setup
 /// fails or a request can never be served (more blocks than a cache holds).
 RunResult run_serving(const Scenario& scenario, const RunOptions& options);
+
+/// The nodes the instances of `scenario` occupy on `spec` (prefill first, then decode).
+std::vector<int> serving_nodes(const Scenario& scenario, const model::TopologySpec& spec);
 
 }  // namespace kvsim::sim::serving

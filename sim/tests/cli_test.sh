@@ -76,4 +76,27 @@ for args in "--help" "run $scenario --no-trace -q -o $work/quiet"; do
     exit 1
   fi
 done
+# kvsim run --faults: exit 1 when a seed's fault goes unhandled, 0 when every one is, 2 for bad
+# seeds or a scenario without a fault_plan:; the campaign's table, JSON and plot are written.
+faults=$src/scenarios/serving/a2-1p1d-link-faults.yaml
+set +e
+"$kvsim" run "$faults" --faults 1-3 -q -o "$work/careless" >/dev/null 2>&1
+rc=$?
+set -e
+test $rc -eq 1
+grep -q "UNHANDLED" "$work/careless/fault_campaign.md"
+"$kvsim" run "$faults" --faults 1-3 -q -o "$work/careful" --set serving.recovery.retries=20 \
+  --set serving.recovery.relink=true
+grep -q '"unhandled": 0' "$work/careful/fault_campaign.json"
+test "$(head -c 8 "$work/careful/fault_campaign.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
+grep -q "fault_campaign.svg" "$work/careful/index.html"
+test -f "$work/careful/seed-2/result.json" && test -f "$work/careful/baseline/result.json"
+for args in "$faults --faults 3-1" "$scenario --faults 1"; do
+  set +e
+  out=$("$kvsim" run $args -o "$work/bad-faults" 2>&1)
+  rc=$?
+  set -e
+  test $rc -eq 2
+  echo "$out" | grep -q -- "--faults"
+done
 echo "1 passed, 0 failed"

@@ -1,0 +1,78 @@
+// Seeded fault plans for scenario and serving runs (`kvsim run FILE --faults SEEDS`): what a seed
+// may draw (a scenario's fault_plan: section), the draw, and the link events it makes. Knows the
+// topology's NICs and simulated time; runs nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/fabric.h"
+#include "model/topology.h"
+
+namespace kvsim::sim {
+
+/// A link event at a simulated time (a scenario's faults: list, or a drawn fault's).
+struct FaultSpec {
+  std::string link;
+  model::SimTime at = 0;
+  model::LinkEvent event;
+};
+
+/// What a seed may draw (scenario key fault_plan; every field has a default). The same kinds as
+/// `kvsim launch --faults` (python/kvsim/launch/faults.py), plus a NIC that never comes back.
+struct FaultPlan {
+  enum class Kind {
+    kLinkDown,      ///< down for a drawn duration, then up
+    kLinkDegraded,  ///< at `factor` of its bandwidth for a drawn duration
+    kNicLost,       ///< down from a drawn time to the end of the run
+  };
+  std::vector<Kind> kinds{Kind::kLinkDown, Kind::kLinkDegraded};
+  model::SimTime window_first = 0;  ///< a fault starts in [first, last]
+  model::SimTime window_last = model::kMs * 1000;
+  model::SimTime duration_first = model::kMs;  ///< and lasts [first, last]
+  model::SimTime duration_last = 50 * model::kMs;
+  int count = 1;         ///< faults per seed
+  double factor = 0.1;   ///< kLinkDegraded: the share of bandwidth left
+  bool per_nic = false;  ///< scope "nic": one NIC; "node" (default): every NIC of a node
+};
+
+/// "link_down", "link_degraded", "nic_lost".
+const char* to_string(FaultPlan::Kind kind);
+
+/// What one fault may hit: a node's NICs (scope node) or one NIC (scope nic).
+struct FaultTarget {
+  std::string name;                ///< "node 1" or a link name ("roce n1d3")
+  std::vector<std::string> links;  ///< the topology's links it takes down or degrades
+};
+
+/// One drawn fault.
+struct DrawnFault {
+  FaultPlan::Kind kind = FaultPlan::Kind::kLinkDown;
+  std::string target;
+  std::vector<std::string> links;
+  model::SimTime at = 0;
+  model::SimTime until = 0;  ///< kNicLost: never back (0)
+  double factor = 1;
+  /// "node 1's NICs down from t=0.041203 s to t=0.062001 s".
+  std::string describe() const;
+};
+
+/// The targets on `nodes` (each a node of `topo` with NICs), in node order.
+std::vector<FaultTarget> fault_targets(const model::Topology& topo, const std::vector<int>& nodes,
+                                       bool per_nic);
+
+/// The faults of one seed, in time order: the same plan, seed and targets give the same faults on
+/// every machine (a 64-bit Mersenne Twister, integer draws). Faults on one target never overlap:
+/// one that would starts when the earlier one ends. Throws std::invalid_argument with no target.
+std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
+                                    const std::vector<FaultTarget>& targets);
+
+/// The link events that make `faults` happen.
+std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults);
+
+/// "7", "1-20" or "1,4,9-12" as seeds, at most 10,000; std::invalid_argument naming --faults and
+/// the rule otherwise.
+std::vector<std::uint64_t> parse_seeds(const std::string& text);
+
+}  // namespace kvsim::sim

@@ -1,0 +1,181 @@
+// Fault campaigns on serving runs (label serving): seeded draws replay exactly and never overlap on
+// one target; bad plans fail with file, line and key; and on the shipped campaign scenario an
+// engine that gives failed requests up, or retries on the link the library left unusable, loses
+// requests, while one that relinks and retries handles every seed, with every checked request's
+// bytes verified, whichever way it moves the KV.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/errors.h"
+#include "sim/fault_campaign.h"
+#include "sim/fault_plan.h"
+#include "sim/scenario.h"
+
+namespace kvsim::sim {
+namespace {
+
+const std::string kCampaign =
+    std::string(KVSIM_SOURCE_DIR) + "/scenarios/serving/a2-1p1d-link-faults.yaml";
+
+std::vector<FaultTarget> two_nodes() {
+  return {{"node 0", {"roce n0d0", "roce n0d1"}}, {"node 1", {"roce n1d0", "roce n1d1"}}};
+}
+
+TEST(FaultPlan, ASeedDrawsTheSameFaultsEveryTimeWithinThePlansBounds) {
+  FaultPlan plan;
+  plan.count = 6;
+  plan.kinds = {FaultPlan::Kind::kLinkDown, FaultPlan::Kind::kLinkDegraded};
+  plan.window_first = 10 * model::kMs;
+  plan.window_last = 20 * model::kMs;
+  plan.duration_first = 1 * model::kMs;
+  plan.duration_last = 2 * model::kMs;
+  const auto first = draw_faults(plan, 42, two_nodes());
+  ASSERT_EQ(first.size(), 6u);
+  const auto again = draw_faults(plan, 42, two_nodes());
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(first[i].describe(), again[i].describe());
+  }
+  EXPECT_NE(draw_faults(plan, 43, two_nodes())[0].describe(), first[0].describe());
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    const DrawnFault& f = first[i];
+    EXPECT_GE(f.at, plan.window_first);
+    EXPECT_GE(f.until - f.at, plan.duration_first);
+    EXPECT_LE(f.until - f.at, plan.duration_last);
+    if (i > 0) {
+      EXPECT_LE(first[i - 1].at, f.at) << "in time order";
+    }
+    // One target's faults never overlap: an up event would end the other early.
+    for (std::size_t k = 0; k < i; ++k) {
+      if (first[k].target == f.target) {
+        EXPECT_LE(first[k].until, f.at);
+      }
+    }
+  }
+  // Each fault's links go down or degrade at its start and come back at its end.
+  const std::vector<FaultSpec> events = link_events(first);
+  ASSERT_EQ(events.size(), 6u * 2 * 2);
+  EXPECT_EQ(events[1].event.kind, model::LinkEvent::Kind::kUp);
+}
+
+TEST(FaultPlan, ALostNicNeverComesBackAndLaterFaultsOnItAreDropped) {
+  FaultPlan plan;
+  plan.kinds = {FaultPlan::Kind::kNicLost};
+  plan.count = 5;
+  const auto faults = draw_faults(plan, 1, {{"roce n1d3", {"roce n1d3"}}});
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_EQ(faults[0].until, 0u);
+  const std::vector<FaultSpec> events = link_events(faults);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].event.kind, model::LinkEvent::Kind::kDown);
+  EXPECT_NE(faults[0].describe().find("lost (down for good)"), std::string::npos);
+  EXPECT_THROW(draw_faults(plan, 1, {}), std::invalid_argument);
+}
+
+TEST(FaultPlan, SeedListsParseAndBadOnesNameTheOption) {
+  EXPECT_EQ(parse_seeds("7"), (std::vector<std::uint64_t>{7}));
+  EXPECT_EQ(parse_seeds("1-3,9"), (std::vector<std::uint64_t>{1, 2, 3, 9}));
+  for (const char* bad : {"", "3-1", "x", "1,1", "-2", "1-20000", "1,,2"}) {
+    try {
+      parse_seeds(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("--faults '"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(FaultPlan, BadPlansAndRecoveriesFailWithFileLineAndKey) {
+  const std::string base = R"(question: q
+hardware: {preset: atlas-a2}
+model: {name: llama-3-70b, tensor_parallel: 8, dtype: bf16}
+cache: {layout: paged, block_tokens: 128}
+workload: {requests: 2, interval: 1s, prompt_tokens: 1024, output_tokens: 4}
+transfer: {method: pull_blocks, api: 2}
+instances: {prefill: 1 x TP8, decode: 1 x TP8}
+)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"fault_plan: {kinds: [link_flap]}\n", "<t>:8: key 'fault_plan.kinds'"},
+      {"fault_plan: {window: [2s, 1s]}\n", "key 'fault_plan.window' must have FIRST <= LAST"},
+      {"fault_plan: {duration: [1ms]}\n", "key 'fault_plan.duration' must be [FIRST, LAST]"},
+      {"fault_plan: {scope: rack}\n", "key 'fault_plan.scope' must be node or nic"},
+      {"fault_plan: {count: 0}\n", "key 'fault_plan.count'"},
+      {"fault_plan: {when: 1s}\n", "fault_plan.when"},
+      {"serving: {recovery: {relink: true}}\n", "key 'serving.recovery.relink' needs retries"},
+      {"serving: {recovery: {retries: -1}}\n", "key 'serving.recovery.retries'"},
+  };
+  for (const auto& [text, rule] : cases) {
+    try {
+      parse_scenario(base + text, "<t>");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const model::ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The campaign's seeds 1-8 on the shipped scenario, `sets` applied.
+std::vector<CampaignRun> campaign(const std::vector<ScenarioOverride>& sets,
+                                  const std::string& out) {
+  const Scenario s = load_scenario(kCampaign, sets);
+  return run_fault_campaign(s, parse_seeds("1-8"), ::testing::TempDir() + "/" + out);
+}
+
+std::size_t unhandled(const std::vector<CampaignRun>& runs) {
+  std::size_t n = 0;
+  for (const CampaignRun& r : runs) n += r.findings.empty() ? 0 : 1;
+  return n;
+}
+
+TEST(FaultCampaign, AnEngineThatGivesFailedRequestsUpLosesTheRequestsAfterAnOutageToo) {
+  const std::vector<CampaignRun> runs = campaign({}, "careless");
+  ASSERT_EQ(runs.size(), 9u);
+  EXPECT_TRUE(runs[0].findings.empty()) << "the run without faults is clean";
+  EXPECT_GE(unhandled(runs), 2u);
+  bool later_lost = false;
+  for (const CampaignRun& r : runs) {
+    for (const std::string& f : r.findings) later_lost |= f.find("LLM_FAILED") != std::string::npos;
+  }
+  EXPECT_TRUE(later_lost) << "requests after the failed one fail on the unusable link";
+}
+
+TEST(FaultCampaign, RetriesOnTheLinkTheLibraryLeftUnusableDoNotHelp) {
+  const std::vector<CampaignRun> careless = campaign({}, "careless2");
+  const std::vector<CampaignRun> runs = campaign({{"serving.recovery.retries", "5"}}, "retry-only");
+  EXPECT_EQ(unhandled(runs), unhandled(careless));
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    if (runs[i].result) {
+      EXPECT_EQ(runs[i].result->relinks, 0);
+    }
+  }
+}
+
+class CarefulEngine : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CarefulEngine, RelinkingAndRetryingHandlesEverySeedWithTheBytesIntact) {
+  const std::vector<CampaignRun> runs = campaign({{"transfer.method", GetParam()},
+                                                  {"serving.recovery.retries", "20"},
+                                                  {"serving.recovery.relink", "true"}},
+                                                 "careful-" + GetParam());
+  EXPECT_EQ(unhandled(runs), 0u);
+  int relinks = 0;
+  for (const CampaignRun& r : runs) {
+    ASSERT_TRUE(r.result.has_value());
+    relinks += r.result->relinks;
+    for (const RequestResult& q : r.result->requests) {
+      EXPECT_TRUE(q.ok);
+      if (q.checked) {
+        EXPECT_TRUE(q.verified) << "request " << q.id;
+      }
+    }
+  }
+  EXPECT_GT(relinks, 0) << "some seed's outage hit a transfer";
+  const std::string md = campaign_markdown(load_scenario(kCampaign), runs);
+  EXPECT_EQ(md.find("UNHANDLED"), std::string::npos) << md;
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, CarefulEngine,
+                         ::testing::Values("pull_blocks", "layerwise", "push_blocks"));
+
+}  // namespace
+}  // namespace kvsim::sim
