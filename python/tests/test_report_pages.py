@@ -1,7 +1,7 @@
-"""Every report page kvsim writes (single run, sweep, serving, sensitivity, validation), opened in
-Debian's headless Chromium: no console error or failed load, every image decodes, and no plot is
-empty. Chromium is driven over its DevTools pipe (--remote-debugging-pipe), so nothing listens on a
-port."""
+"""Every report page kvsim writes (single run, sweep, serving, sensitivity, validation, fault
+campaign), opened in Debian's headless Chromium: no console error or failed load, every image
+decodes, and no plot is empty. Chromium is driven over its DevTools pipe
+(--remote-debugging-pipe), so nothing listens on a port."""
 import json
 import os
 import shutil
@@ -154,7 +154,8 @@ def kvsim(*args):
     assert done.returncode == 0, (args, done.stdout, done.stderr)
 
 
-KINDS = ["run", "sweep", "serving-run", "serving-sweep", "sensitivity", "validation"]
+KINDS = ["run", "sweep", "serving-run", "serving-sweep", "sensitivity", "validation",
+         "fault-campaign"]
 
 
 @pytest.fixture(scope="module")
@@ -174,10 +175,13 @@ def pages():
         kvsim("run", os.path.join(SERVING, "a2-2p2d-mooncake.yaml"), "-q",
               "--set", "workload.trace.window.to=20s", "-o", f"{out}/serving-run")
         kvsim("validate", "-o", f"{out}/validation")
+        kvsim("run", os.path.join(SERVING, "a2-1p1d-link-faults.yaml"), "--faults", "1-3", "-q",
+              "--set", "serving.recovery.retries=20", "--set", "serving.recovery.relink=true",
+              "-o", f"{out}/faults")
         found = {"run": f"{out}/run", "sweep": f"{out}/study",
                  "serving-run": f"{out}/serving-run",
                  "serving-sweep": f"{out}/study/serving", "sensitivity": f"{out}/study/sensitivity",
-                 "validation": f"{out}/validation"}
+                 "validation": f"{out}/validation", "fault-campaign": f"{out}/faults"}
         for kind, folder in found.items():
             found[kind] = os.path.join(folder, "index.html")
             assert os.path.exists(found[kind]), f"{kind}: no index.html in {folder}"
