@@ -397,9 +397,52 @@ def render_campaign(folder):
     return ["fault_campaign"]
 
 
+def render_fault_sweep(folder):
+    """A fault sweep (kvsim sweep --faults): per point, SLO attainment without faults, averaged
+    over the seeds and at the worst seed, and the seeds not handled."""
+    with open(os.path.join(folder, "fault_sweep.csv"), encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    keys = [k for k in rows[0] if k not in FAULT_SWEEP_FIGURES]
+    labels = ["\n".join(f"{k.split('.')[-1]}={r[k]}" for k in keys) for r in rows]
+    xs = range(len(rows))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(10, 1.4 * len(rows) + 4), 4.5))
+    width = 0.27
+    for k, (col, name) in enumerate((("baseline_attainment", "without faults"),
+                                     ("mean_attainment", "mean over seeds"),
+                                     ("worst_attainment", "worst seed"))):
+        a1.bar([x + (k - 1) * width for x in xs], [100 * float(r[col]) for r in rows], width,
+               label=name)
+    a1.set_ylabel("SLOs met / requests ok (%)")
+    a1.set_ylim(0, 105)
+    a1.legend(fontsize=7)
+    unhandled = [int(r["unhandled"]) for r in rows]
+    a2.bar(xs, unhandled, color=["tab:red" if u else "tab:green" for u in unhandled])
+    a2.set_ylim(0, max([1] + [int(r["seeds"]) for r in rows]) * 1.05)
+    a2.set_ylabel(f"seeds not handled (of {rows[0]['seeds']})")
+    for a in (a1, a2):
+        a.set_xticks(list(xs))
+        a.set_xticklabels(labels, fontsize=7)
+        a.grid(alpha=0.3, axis="y")
+    fig.suptitle("Fault sweep: " + folder)
+    _save(fig, folder, "fault_sweep")
+    numbers = [(", ".join(f"{k}={r[k]}" for k in keys),
+                f"{r['unhandled']} of {r['seeds']} seeds not handled, {r['lost']} requests lost; "
+                f"{100 * float(r['mean_attainment']):.1f} % met on average "
+                f"({100 * float(r['baseline_attainment']):.1f} % without faults)")
+               for r in rows]
+    _index(folder, "kvsim fault sweep", numbers, ["fault_sweep"])
+    return ["fault_sweep"]
+
+
+FAULT_SWEEP_FIGURES = ("seeds", "unhandled", "lost", "baseline_ok", "baseline_attainment",
+                       "mean_attainment", "worst_attainment")
+
+
 def render(folder):
-    """Renders whatever `folder` holds (a run, a sweep or a fault campaign); returns the image
-    base names."""
+    """Renders whatever `folder` holds (a run, a sweep, a fault campaign or a fault sweep);
+    returns the image base names."""
+    if os.path.exists(os.path.join(folder, "fault_sweep.csv")):
+        return render_fault_sweep(folder)
     if os.path.exists(os.path.join(folder, "fault_campaign.json")):
         return render_campaign(folder)
     if os.path.exists(os.path.join(folder, "sweep.csv")):

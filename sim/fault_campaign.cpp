@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -135,6 +136,24 @@ std::vector<CampaignRun> run_fault_campaign(
     if (progress) progress(i + 1, runs.size());
   }
   return runs;
+}
+
+CampaignSummary summarise(const Scenario& scenario, const std::vector<CampaignRun>& runs) {
+  CampaignSummary c;
+  if (runs.empty()) return c;
+  c.seeds = runs.size() - 1;
+  c.baseline_ok = runs[0].findings.empty();
+  if (runs[0].result) c.baseline_attainment = attainment(scenario, *runs[0].result);
+  c.worst_attainment = 1;
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    const double a = runs[i].result ? attainment(scenario, *runs[i].result) : 0;
+    c.mean_attainment += a / static_cast<double>(c.seeds);
+    c.worst_attainment = std::min(c.worst_attainment, a);
+    c.unhandled += runs[i].findings.empty() ? 0 : 1;
+    if (runs[i].result) c.lost += lost_of(*runs[i].result);
+  }
+  if (c.seeds == 0) c.worst_attainment = c.baseline_attainment;
+  return c;
 }
 
 std::string campaign_markdown(const Scenario& scenario, const std::vector<CampaignRun>& runs) {

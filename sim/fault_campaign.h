@@ -38,6 +38,18 @@ std::vector<CampaignRun> run_fault_campaign(
     const Scenario& scenario, const std::vector<std::uint64_t>& seeds, const std::string& out_dir,
     const std::function<void(std::size_t, std::size_t)>& progress = {});
 
+/// A campaign in numbers (a row of a fault sweep).
+struct CampaignSummary {
+  std::size_t seeds = 0;
+  std::size_t unhandled = 0;       ///< seeds with a finding
+  bool baseline_ok = false;        ///< the run without faults had no finding
+  double baseline_attainment = 0;  ///< SLOs met (serving) or requests ok, without faults
+  double mean_attainment = 0;      ///< the same, averaged over the seeds
+  double worst_attainment = 0;     ///< and the seeds' lowest
+  std::size_t lost = 0;            ///< requests lost over all seeds
+};
+CampaignSummary summarise(const Scenario& scenario, const std::vector<CampaignRun>& runs);
+
 /// fault_campaign.md's text: a row per run (faults, lost, retries, relinks, SLO attainment,
 /// TTFT p99, verdict) and how to replay a finding.
 std::string campaign_markdown(const Scenario& scenario, const std::vector<CampaignRun>& runs);

@@ -227,9 +227,6 @@ ServingSpec read_serving(YamlReader& top, Scenario& s) {
     if (rec.has("link_timeout")) {
       v.recovery.link_timeout_ms = rec.integer("link_timeout", 1, 3'600'000);
     }
-    if (v.recovery.retries == 0 && v.recovery.relink) {
-      rec.fail_key("relink", "needs retries >= 1 (a relink happens before a retry)");
-    }
     rec.finish();
   }
   r.finish();

@@ -58,7 +58,7 @@ struct ServingSpec {
   struct Recovery {
     int retries = 0;                        ///< transfers after the first, per request and rank
     model::SimTime pause = 5 * model::kMs;  ///< before each retry
-    /// Unlink and link the rank pair again before a retry: the library leaves a link whose
+    /// Unlink and link the rank pair again before each retry: the library leaves a link whose
     /// transfer failed unusable until then (impl::mark_transport_failure).
     bool relink = false;
     std::int64_t link_timeout_ms = 100;  ///< each link_clusters attempt of a relink

@@ -91,6 +91,16 @@ grep -q '"unhandled": 0' "$work/careful/fault_campaign.json"
 test "$(head -c 8 "$work/careful/fault_campaign.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
 grep -q "fault_campaign.svg" "$work/careful/index.html"
 test -f "$work/careful/seed-2/result.json" && test -f "$work/careful/baseline/result.json"
+# kvsim sweep --faults: a campaign per point; only the careful point handles every seed.
+set +e
+"$kvsim" sweep "$faults" --set serving.recovery.retries=0,20 --set serving.recovery.relink=true \
+  --faults 1-3 --no-report -o "$work/fault-sweep" >/dev/null 2>&1
+rc=$?
+set -e
+test $rc -eq 1
+test "$(awk -F, 'NR > 1 {print $1 ":" ($4 > 0)}' "$work/fault-sweep/fault_sweep.csv" | tr '\n' ' ')" \
+  = "0:1 20:0 "
+test -f "$work/fault-sweep/point-1/fault_campaign.md"
 for args in "$faults --faults 3-1" "$scenario --faults 1"; do
   set +e
   out=$("$kvsim" run $args -o "$work/bad-faults" 2>&1)

@@ -101,7 +101,7 @@ instances: {prefill: 1 x TP8, decode: 1 x TP8}
       {"fault_plan: {scope: rack}\n", "key 'fault_plan.scope' must be node or nic"},
       {"fault_plan: {count: 0}\n", "key 'fault_plan.count'"},
       {"fault_plan: {when: 1s}\n", "fault_plan.when"},
-      {"serving: {recovery: {relink: true}}\n", "key 'serving.recovery.relink' needs retries"},
+      {"serving: {recovery: {relink: maybe}}\n", "key 'serving.recovery.relink'"},
       {"serving: {recovery: {retries: -1}}\n", "key 'serving.recovery.retries'"},
   };
   for (const auto& [text, rule] : cases) {
