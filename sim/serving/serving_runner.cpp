@@ -109,8 +109,9 @@ class Serving {
   }
 
   RunResult go() {
-    setup();
+    // Faults first: one at the start meets the engines' link handshakes.
     for (const FaultSpec& f : s_.faults) world_.fabric().schedule_link_event(f.link, f.at, f.event);
+    setup();
     busy_ = 1;  // the arrivals job
     world_.platform().spawn("arrivals", [this] { arrivals(); });
     for (std::size_t p = 0; p < prefill_.size(); ++p) {
@@ -261,7 +262,12 @@ class Serving {
       for (Instance& p : prefill_) {
         for (Instance& d : decode_) {
           const auto [client, info] = link_ends(p.ranks[r], d.ranks[r]);
-          const auto [code, codes] = client.link_clusters({info});
+          auto [code, codes] = client.link_clusters({info}, v_.recovery.link_timeout_ms);
+          // A careful engine tries a link that failed (the path down at start) again.
+          for (int k = 0; code != LLMStatusCode::LLM_SUCCESS && k < v_.recovery.retries; ++k) {
+            platform().sleep(v_.recovery.pause);
+            std::tie(code, codes) = client.link_clusters({info}, v_.recovery.link_timeout_ms);
+          }
           if (code != LLMStatusCode::LLM_SUCCESS) {
             throw std::runtime_error(p.name + " rank " + std::to_string(r) + " to " + d.name +
                                      ": link_clusters failed with " +

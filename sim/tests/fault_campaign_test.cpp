@@ -2,7 +2,7 @@
 // one target; bad plans fail with file, line and key; and on the shipped campaign scenario an
 // engine that gives failed requests up, or retries on the link the library left unusable, loses
 // requests, while one that relinks and retries handles every seed, with every checked request's
-// bytes verified, whichever way it moves the KV.
+// bytes verified, whichever way it moves the KV; the same for a link down during the handshakes.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -146,6 +146,29 @@ TEST(FaultCampaign, RetriesOnTheLinkTheLibraryLeftUnusableDoNotHelp) {
   for (std::size_t i = 1; i < runs.size(); ++i) {
     if (runs[i].result) {
       EXPECT_EQ(runs[i].result->relinks, 0);
+    }
+  }
+}
+
+TEST(FaultCampaign, ALinkDownDuringTheHandshakesStopsACarelessEngineAndNotACarefulOne) {
+  for (const bool careful : {false, true}) {
+    std::vector<ScenarioOverride> sets;
+    if (careful) sets = {{"serving.recovery.retries", "20"}, {"serving.recovery.relink", "true"}};
+    Scenario s = load_scenario(kCampaign, sets);
+    s.fault_plan->kinds = {FaultPlan::Kind::kLinkDown};
+    s.fault_plan->window_first = s.fault_plan->window_last = 0;
+    s.fault_plan->duration_first = s.fault_plan->duration_last = 30 * model::kMs;
+    const auto runs = run_fault_campaign(s, {1, 2}, ::testing::TempDir() + "/handshake");
+    ASSERT_EQ(runs.size(), 3u);
+    for (std::size_t i = 1; i < runs.size(); ++i) {
+      if (careful) {
+        EXPECT_TRUE(runs[i].findings.empty());
+      } else {
+        ASSERT_EQ(runs[i].findings.size(), 1u);
+        EXPECT_NE(runs[i].findings[0].find("link_clusters failed with LLM_LINK_FAILED"),
+                  std::string::npos)
+            << runs[i].findings[0];
+      }
     }
   }
 }
