@@ -65,7 +65,9 @@ class Browser:
              "--allow-file-access-from-files", "--remote-debugging-pipe",
              "--no-first-run", f"--user-data-dir={profile}", "about:blank"],
             preexec_fn=fds, close_fds=False, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            stderr=subprocess.DEVNULL,
+            # Chromium is not ours to sanitize: without the sanitizer pass's preloaded runtime.
+            env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buffer = b""
