@@ -219,8 +219,11 @@ int run_campaign(const std::string& scenario_path,
                  runs[0].findings.front().c_str());
     return 1;
   }
-  std::printf("%zu of %zu seeds handled every fault; results in %s/%s\n", seeds.size() - unhandled,
-              seeds.size(), out_dir.c_str(), report ? " (report: index.html)" : "");
+  if (!quiet || unhandled > 0) {
+    std::printf("%zu of %zu seeds handled every fault; results in %s/%s\n",
+                seeds.size() - unhandled, seeds.size(), out_dir.c_str(),
+                report ? " (report: index.html)" : "");
+  }
   return unhandled == 0 ? 0 : 1;
 }
 

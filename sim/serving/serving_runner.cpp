@@ -590,28 +590,54 @@ class Serving {
     q.r.ok = false;
   }
 
-  // Layer-wise: waits for every rank's task, then hands the request to its decode instance.
+  // Runs fn(r) for every rank at once, each as a job of its own (each rank is a process of its
+  // own), and returns their results ("" or a status) once all have ended.
+  std::vector<std::string> on_every_rank(std::size_t ranks,
+                                         const std::function<std::string(std::size_t)>& fn) {
+    std::vector<std::unique_ptr<impl::Signal>> done;
+    std::vector<std::string> out(ranks);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      done.push_back(platform().make_signal());
+      platform().spawn("rank", [&, r] {
+        try {
+          out[r] = fn(r);
+        } catch (const std::exception& e) {
+          out[r] = e.what();
+        }
+        done[r]->set();
+      });
+    }
+    for (std::size_t r = 0; r < ranks; ++r) (void)done[r]->wait_for(impl::kForever);
+    return out;
+  }
+
+  // Layer-wise: waits for every rank's task, then hands the request to its decode instance. A
+  // rank whose task failed retries as serving.recovery says, sending every layer again (all
+  // computed by then).
   void deliver(int id) {
     Live& q = live_[static_cast<std::size_t>(id)];
     try {
       Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
       const Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
-      for (std::size_t r = 0; r < q.tasks.size(); ++r) {
+      const std::vector<std::string> errors = on_every_rank(q.tasks.size(), [&](std::size_t r) {
         bool first = true;
-        const std::string error = with_recovery(q, r, [&] {
-          // A retry sends every layer again; they are all computed by then.
-          std::vector<impl::AnyTransferConfig> configs{
-              impl::TransferConfig(dst.ranks[r].cluster, dst.ranks[r].cache->tensor_addrs,
-                                   impl::LayerRange{0, s_.model.layers, 1}, 0)};
-          impl::CacheTask task = first ? std::move(q.tasks[r])
-                                       : src.ranks[r].dist->cache_manager().transfer_cache_async(
-                                             *src.ranks[r].cache, std::make_shared<LayersDone>(),
-                                             configs, blocks_args(q));
+        return with_recovery(q, r, [&] {
+          std::optional<impl::CacheTask> again;
+          if (!first) {
+            std::vector<impl::AnyTransferConfig> configs{
+                impl::TransferConfig(dst.ranks[r].cluster, dst.ranks[r].cache->tensor_addrs,
+                                     impl::LayerRange{0, s_.model.layers, 1}, 0)};
+            again = src.ranks[r].dist->cache_manager().transfer_cache_async(
+                *src.ranks[r].cache, std::make_shared<LayersDone>(), configs, blocks_args(q));
+          }
+          impl::CacheTask& task = first ? q.tasks[r] : *again;
           first = false;
           const LLMStatusCode code = task.synchronize();
           return code == LLMStatusCode::LLM_SUCCESS ? std::string()
                                                     : std::string(impl::to_string(code));
         });
+      });
+      for (const std::string& error : errors) {
         if (!error.empty()) set_status(q, error);
       }
       q.tasks.clear();
@@ -688,29 +714,20 @@ class Serving {
       if (s_.engine.transfer_overhead > 0) platform().sleep(s_.engine.transfer_overhead);
       Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
       Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
-      std::vector<std::unique_ptr<impl::Signal>> done;
-      std::vector<std::string> errors(dst.ranks.size());
-      for (std::size_t r = 0; r < dst.ranks.size(); ++r) {
-        done.push_back(platform().make_signal());
-        platform().spawn("pull", [&, r] {
-          errors[r] = with_recovery(q, r, [&]() -> std::string {
-            try {
-              dst.ranks[r].dist->cache_manager().pull_blocks(
-                  impl::BlocksCacheKey{src.ranks[r].cluster, 0}, *dst.ranks[r].cache, q.src_blocks,
-                  q.dst_blocks);
-              return {};
-            } catch (const impl::LLMException& e) {
-              return std::string(impl::to_string(e.status_code()));
-            } catch (const std::exception& e) {
-              return e.what();
-            }
-          });
-          done[r]->set();
+      const std::vector<std::string> errors = on_every_rank(dst.ranks.size(), [&](std::size_t r) {
+        return with_recovery(q, r, [&]() -> std::string {
+          try {
+            dst.ranks[r].dist->cache_manager().pull_blocks(
+                impl::BlocksCacheKey{src.ranks[r].cluster, 0}, *dst.ranks[r].cache, q.src_blocks,
+                q.dst_blocks);
+            return {};
+          } catch (const impl::LLMException& e) {
+            return std::string(impl::to_string(e.status_code()));
+          }
         });
-      }
-      for (std::size_t r = 0; r < dst.ranks.size(); ++r) {
-        (void)done[r]->wait_for(impl::kForever);
-        if (!errors[r].empty()) set_status(q, errors[r]);
+      });
+      for (const std::string& error : errors) {
+        if (!error.empty()) set_status(q, error);
       }
       landed(q);
     } catch (const std::exception& e) {
