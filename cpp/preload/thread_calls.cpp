@@ -97,8 +97,8 @@ extern "C" int pthread_join(pthread_t thread, void** result) {
   return KVSIM_REAL(pthread_join)(thread, result);
 }
 
-// GNU spelling: glibc declares it __attribute__((__noreturn__)), and clang rejects [[noreturn]] on a
-// declaration after one without it.
+// GNU spelling: glibc declares it __attribute__((__noreturn__)), and clang rejects [[noreturn]]
+// on a declaration after one without it.
 extern "C" __attribute__((noreturn)) void pthread_exit(void* result) {
   if (kvsim::cpp::preload::simulated()) Channel::get().main_thread_exits_alone();
   KVSIM_REAL(pthread_exit)(result);
