@@ -5,6 +5,10 @@
 // bytes verified, whichever way it moves the KV; the same for a link down during the handshakes.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "model/errors.h"
@@ -114,11 +118,19 @@ instances: {prefill: 1 x TP8, decode: 1 x TP8}
   }
 }
 
+// A campaign's result folders, in a fresh temporary folder removed afterwards.
+std::vector<CampaignRun> campaign_in_temp(const Scenario& s,
+                                          const std::vector<std::uint64_t>& seeds) {
+  std::string dir = ::testing::TempDir() + "kvsim-faults-XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  auto runs = run_fault_campaign(s, seeds, dir);
+  std::filesystem::remove_all(dir);
+  return runs;
+}
+
 // The campaign's seeds 1-8 on the shipped scenario, `sets` applied.
-std::vector<CampaignRun> campaign(const std::vector<ScenarioOverride>& sets,
-                                  const std::string& out) {
-  const Scenario s = load_scenario(kCampaign, sets);
-  return run_fault_campaign(s, parse_seeds("1-8"), ::testing::TempDir() + "/" + out);
+std::vector<CampaignRun> campaign(const std::vector<ScenarioOverride>& sets) {
+  return campaign_in_temp(load_scenario(kCampaign, sets), parse_seeds("1-8"));
 }
 
 std::size_t unhandled(const std::vector<CampaignRun>& runs) {
@@ -128,7 +140,7 @@ std::size_t unhandled(const std::vector<CampaignRun>& runs) {
 }
 
 TEST(FaultCampaign, AnEngineThatGivesFailedRequestsUpLosesTheRequestsAfterAnOutageToo) {
-  const std::vector<CampaignRun> runs = campaign({}, "careless");
+  const std::vector<CampaignRun> runs = campaign({});
   ASSERT_EQ(runs.size(), 9u);
   EXPECT_TRUE(runs[0].findings.empty()) << "the run without faults is clean";
   EXPECT_GE(unhandled(runs), 2u);
@@ -140,8 +152,8 @@ TEST(FaultCampaign, AnEngineThatGivesFailedRequestsUpLosesTheRequestsAfterAnOuta
 }
 
 TEST(FaultCampaign, RetriesOnTheLinkTheLibraryLeftUnusableDoNotHelp) {
-  const std::vector<CampaignRun> careless = campaign({}, "careless2");
-  const std::vector<CampaignRun> runs = campaign({{"serving.recovery.retries", "5"}}, "retry-only");
+  const std::vector<CampaignRun> careless = campaign({});
+  const std::vector<CampaignRun> runs = campaign({{"serving.recovery.retries", "5"}});
   EXPECT_EQ(unhandled(runs), unhandled(careless));
   for (std::size_t i = 1; i < runs.size(); ++i) {
     if (runs[i].result) {
@@ -158,7 +170,7 @@ TEST(FaultCampaign, ALinkDownDuringTheHandshakesStopsACarelessEngineAndNotACaref
     s.fault_plan->kinds = {FaultPlan::Kind::kLinkDown};
     s.fault_plan->window_first = s.fault_plan->window_last = 0;
     s.fault_plan->duration_first = s.fault_plan->duration_last = 30 * model::kMs;
-    const auto runs = run_fault_campaign(s, {1, 2}, ::testing::TempDir() + "/handshake");
+    const auto runs = campaign_in_temp(s, {1, 2});
     ASSERT_EQ(runs.size(), 3u);
     for (std::size_t i = 1; i < runs.size(); ++i) {
       if (careful) {
@@ -178,8 +190,7 @@ class CarefulEngine : public ::testing::TestWithParam<std::string> {};
 TEST_P(CarefulEngine, RelinkingAndRetryingHandlesEverySeedWithTheBytesIntact) {
   const std::vector<CampaignRun> runs = campaign({{"transfer.method", GetParam()},
                                                   {"serving.recovery.retries", "20"},
-                                                  {"serving.recovery.relink", "true"}},
-                                                 "careful-" + GetParam());
+                                                  {"serving.recovery.relink", "true"}});
   EXPECT_EQ(unhandled(runs), 0u);
   int relinks = 0;
   for (const CampaignRun& r : runs) {
