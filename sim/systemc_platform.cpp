@@ -6,6 +6,7 @@
 
 #include <systemc>
 
+#include <cstring>
 #include <deque>
 #include <map>
 #include <stdexcept>
@@ -30,6 +31,10 @@ void require_blocking_context(const char* what) {
 sc_core::sc_time span(Time t) {
   return sc_core::sc_time::from_value(t);
 }
+
+// Thrown into a suspended job by end_jobs. Not a std::exception, so that the handlers a job's
+// code has for errors (catch std::exception) let it pass on to the job's end.
+struct JobsEnd {};
 
 class SystemcSignal final : public impl::Signal {
  public:
@@ -275,6 +280,8 @@ void SystemcPlatform::spawn_job(int process, const std::string& name, std::funct
         }
         try {
           job();
+        } catch (const JobsEnd&) {  // end_jobs: its stack is unwound, it counted as finished
+          return;
         } catch (const std::exception& e) {
           job_failures_.push_back(unique + ": " + e.what());
         } catch (...) {
@@ -296,13 +303,21 @@ void SystemcPlatform::job_wait(const std::function<void()>& wait, const char* wh
   const int process = current_process_;
   const sc_core::sc_process_handle handle = sc_core::sc_get_current_process_handle();
   const void* key = handle.get_process_object();
-  blocked_[key] = Blocked{handle, process, what, detail, now()};
+  Blocked& b = blocked_[key] = Blocked{handle, process, what, detail, now()};
   void* token = hooks_.leave ? hooks_.leave() : nullptr;
-  wait();
-  if (!dead_jobs_.empty() && dead_jobs_.count(key) != 0) {  // one branch while nobody died
-    // Its process was killed while it waited: it never runs again (a dynamic thread with no
-    // static sensitivity is never triggered by wait()).
-    for (;;) sc_core::wait();
+  b.python = token;
+  try {
+    wait();
+    if (!dead_jobs_.empty() && dead_jobs_.count(key) != 0) {  // one branch while nobody died
+      // Its process was killed while it waited: it never runs again (a dynamic thread with no
+      // static sensitivity is never triggered by wait()), unless end_jobs ends it.
+      for (;;) sc_core::wait();
+    }
+  } catch (const JobsEnd&) {
+    if (dead_jobs_.erase(key) == 0) ++finished_;  // a killed process's job was counted then
+    blocked_.erase(key);
+    if (hooks_.enter) hooks_.enter(token);
+    throw;
   }
   current_process_ = process;
   blocked_.erase(key);
@@ -319,12 +334,45 @@ void SystemcPlatform::kill_process(int process) {
       ++it;
       continue;
     }
-    dead_jobs_.insert(it->first);
+    dead_jobs_.emplace(it->first, it->second);
     ++finished_;
     it = blocked_.erase(it);
   }
   release_process_memory(process);
   wake_driver();
+}
+
+void SystemcPlatform::end_jobs() {
+  // A job's unwinding may block again (a destructor that waits) or wake others: a few rounds.
+  for (int round = 0; round < 8; ++round) {
+    auto jobs = std::make_shared<std::vector<sc_core::sc_process_handle>>();
+    for (const auto& [key, b] : blocked_) {
+      if (b.python == nullptr) jobs->push_back(b.handle);
+    }
+    for (const auto& [key, b] : dead_jobs_) {
+      if (b.python == nullptr) jobs->push_back(b.handle);
+    }
+    if (jobs->empty()) return;
+    std::sort(jobs->begin(), jobs->end(),  // a fixed order
+              [](sc_core::sc_process_handle a, sc_core::sc_process_handle b) {
+                return std::strcmp(a.name(), b.name()) < 0;
+              });
+    // throw_it must come from a process while the kernel runs (SystemC preempts the caller
+    // with each target, which unwinds to its end before the next is thrown to).
+    sc_core::sc_spawn_options method;
+    method.spawn_method();
+    sc_core::sc_spawn(
+        [jobs] {
+          for (sc_core::sc_process_handle& h : *jobs) {
+            if (h.valid() && !h.terminated()) h.throw_it(JobsEnd{});
+          }
+          jobs->clear();
+        },
+        sc_core::sc_gen_unique_name("end_jobs"), &method);
+    start_kernel();
+    sc_core::sc_start(sc_core::SC_ZERO_TIME);
+    back_on_driver();
+  }
 }
 
 void SystemcPlatform::release_process_memory(int process) {

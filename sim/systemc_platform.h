@@ -122,6 +122,11 @@ class SystemcPlatform final : public impl::Platform {
   const std::vector<std::string>& job_failures() const { return job_failures_; }
   /// Jobs started and not yet returned (blocked or runnable).
   std::uint64_t live_jobs() const { return spawned_ - finished_; }
+  /// Ends the jobs still suspended (and those of killed processes): each is resumed with an
+  /// exception, not std::exception's, that unwinds its stack, so that what its frames own is
+  /// freed (SystemC never unwinds a coroutine it does not resume). Jobs suspended inside Python
+  /// code stay as they are. Call while what those jobs use is alive; the platform is spent after.
+  void end_jobs();
 
  private:
   void start_kernel();
@@ -144,11 +149,12 @@ class SystemcPlatform final : public impl::Platform {
     const char* what = "";
     const std::string* detail = nullptr;
     impl::Time since = 0;
+    void* python = nullptr;  ///< the switch hooks' token: set if it waits inside Python code
   };
   std::unordered_map<const void*, Blocked> blocked_;  ///< by the job's process object
   std::set<int> killed_;                              ///< processes kill_process ended
   std::unordered_map<std::uint64_t, int> owner_;      ///< allocation -> the process that made it
-  std::set<const void*> dead_jobs_;                   ///< their jobs, never resumed
+  std::map<const void*, Blocked> dead_jobs_;          ///< their jobs, resumed only by end_jobs
   bool stop_requested_ = false;
 };
 

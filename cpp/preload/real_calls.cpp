@@ -1,6 +1,8 @@
 #include "cpp/preload/real_calls.h"
 
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -8,6 +10,8 @@
 #include <cstring>
 
 #include "cpp/client/channel.h"
+
+extern "C" void __tsan_init() __attribute__((weak));  // defined only in a program built with TSan
 
 namespace kvsim::cpp::preload {
 
@@ -19,7 +23,28 @@ void* next_symbol(const char* name) {
   return fn;
 }
 
+// Under ThreadSanitizer: whether the calling thread is the program's (1) or TSan's own (-1):
+// TSan's background thread, and a new thread while TSan sets it up (its allocator reads the
+// clock), make calls that are not the program's. 0: not known yet.
+thread_local signed char t_program_thread = 0;
+
+bool under_tsan() {
+  return &__tsan_init != nullptr;
+}
+
+void mark_program_thread() {
+  t_program_thread = 1;
+}
+
 bool simulated() {
+  if (t_program_thread <= 0 && under_tsan()) {
+    // The main thread is the program's from the start; any other thread only once the shim's
+    // thread start (cpp/preload/thread_calls.cpp) has run on it.
+    if (t_program_thread == 0) {  // raw: getpid is the shim's own (process_calls.cpp)
+      t_program_thread = syscall(SYS_getpid) == syscall(SYS_gettid) ? 1 : -1;
+    }
+    if (t_program_thread < 0) return false;
+  }
   // Making the channel allocates, and an allocator may read the clock (ThreadSanitizer's does):
   // a call that comes back here while this thread makes the channel gets the real clock.
   static std::atomic<bool> ready{false};

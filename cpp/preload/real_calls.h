@@ -3,6 +3,7 @@
 // are simulated at all.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace kvsim::cpp::preload {
@@ -22,8 +23,27 @@ F* real(const char* name) {
     return next;                                                                \
   }())
 
-/// True in a launched program (not in a child it forked, nor in any other program).
+/// The real `fn` for the signal wrappers, which ThreadSanitizer's start-up calls before it has a
+/// thread state: a constant-initialised atomic, not a guarded static, since TSan's
+/// __cxa_guard_release interceptor crashes there.
+#define KVSIM_REAL_EARLY(fn)                                                    \
+  ([] {                                                                         \
+    static std::atomic<decltype(::fn)*> next{nullptr};                          \
+    auto* f = next.load(std::memory_order_acquire);                             \
+    if (f == nullptr) {                                                         \
+      f = ::kvsim::cpp::preload::real<decltype(::fn)>(#fn);                     \
+      next.store(f, std::memory_order_release);                                 \
+    }                                                                           \
+    return f;                                                                   \
+  }())
+
+/// True in a launched program (not in a child it forked, nor in any other program), on one of
+/// the program's threads (not ThreadSanitizer's own).
 bool simulated();
+/// True if this process runs ThreadSanitizer's runtime (a program built with -fsanitize=thread).
+bool under_tsan();
+/// The calling thread is the program's (the shim's thread start, before the program's routine).
+void mark_program_thread();
 /// True when clocks read the host's time (kvsim launch --wall-clock); sleeps stay simulated.
 bool wall_clock();
 /// Simulated time of the calling thread, in picoseconds.

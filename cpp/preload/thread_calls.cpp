@@ -5,6 +5,17 @@
 // pthread_join waits in the world until the thread has ended (then the C library's join, which
 // returns at once or after the thread's last instructions). Both are happens-before edges of the
 // rule checker (cpp/preload/happens_before.h).
+//
+// Under ThreadSanitizer (a program built with -fsanitize=thread) the program's pthread_create is
+// TSan's interceptor, which reaches this one as its REAL(pthread_create) with TSan's own start
+// routine and a ThreadParam (compiler-rt lib/tsan/rtl/tsan_interceptors_posix.cpp). That start
+// routine sets the thread up for TSan before it calls the program's routine, and nothing may
+// run on the thread before it (an allocation there crashes). So under TSan the shim's start
+// wraps the program's routine inside ThreadParam, whose first two members are that routine and
+// its argument, and runs after TSan's set-up; the calls TSan makes on the thread before then
+// (its allocator reads the clock) are not simulated (real_calls.h simulated()). TSan's own
+// threads (its background thread, started by sanitizer_common's internal_start_thread with a
+// null argument) are not announced, or the world would wait for their first call forever.
 #include <pthread.h>
 
 #include <atomic>
@@ -36,6 +47,7 @@ std::uint64_t end_key(std::int64_t slot) {
 void* start_announced(void* p) {
   const Start start = *static_cast<Start*>(p);
   delete static_cast<Start*>(p);
+  kvsim::cpp::preload::mark_program_thread();
   kvsim::cpp::preload::hb::absorb(start.stamp);
   Channel::get().adopt_thread(start.slot);
   void* result = start.fn(start.arg);
@@ -70,14 +82,37 @@ Slots& slots() {
   return *s;
 }
 
+/// The head of compiler-rt's tsan ThreadParam: the program's routine and argument.
+struct TsanThreadParam {
+  void* (*callback)(void*);
+  void* param;
+};
+
 }  // namespace
 
 extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
                               void* arg) {
   if (!kvsim::cpp::preload::simulated()) return KVSIM_REAL(pthread_create)(thread, attr, fn, arg);
+  const bool tsan = kvsim::cpp::preload::under_tsan();
+  if (tsan && arg == nullptr) return KVSIM_REAL(pthread_create)(thread, attr, fn, arg);
   const std::int64_t slot = Channel::get().announce_thread();
-  auto* start = new Start{fn, arg, slot, kvsim::cpp::preload::hb::release_stamp()};
-  const int rc = KVSIM_REAL(pthread_create)(thread, attr, start_announced, start);
+  int rc = 0;
+  Start* start = nullptr;
+  if (tsan) {  // wraps the program's routine, which TSan's start routine calls after its set-up
+    auto* param = static_cast<TsanThreadParam*>(arg);
+    start = new Start{param->callback, param->param, slot,
+                      kvsim::cpp::preload::hb::release_stamp()};
+    param->callback = start_announced;
+    param->param = start;
+    rc = KVSIM_REAL(pthread_create)(thread, attr, fn, arg);
+    if (rc != 0) {
+      param->callback = start->fn;
+      param->param = start->arg;
+    }
+  } else {
+    start = new Start{fn, arg, slot, kvsim::cpp::preload::hb::release_stamp()};
+    rc = KVSIM_REAL(pthread_create)(thread, attr, start_announced, start);
+  }
   if (rc != 0) {
     delete start;
     Channel::get().cancel_thread(slot);

@@ -19,15 +19,17 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
 #include "cpp/client/channel.h"
 #include "cpp/preload/real_calls.h"
-#include "cpp/preload/spin_lock.h"
 
 namespace {
 
@@ -35,10 +37,29 @@ constexpr std::uint64_t kBootTicks = 1'000'000'000;  // a counter that has run a
 constexpr std::uint64_t kPsPerTick = 1000;           // one tick per nanosecond
 
 bool g_trapping = false;
-kvsim::cpp::preload::SpinLock g_lock;
+// This file is built without ThreadSanitizer in a TSan build (cpp/CMakeLists.txt), so it has a
+// lock of its own: an uninstrumented copy of the shared SpinLock's inline code could stand in for
+// the instrumented one everywhere (one definition per library), and TSan would then miss every
+// lock of the shim.
+std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
+struct Locked {
+  Locked() {
+    while (g_lock.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  ~Locked() { g_lock.clear(std::memory_order_release); }
+};
 struct sigaction g_program {};  // the program's SIGSEGV disposition (SIG_DFL until it sets one)
 
 std::uint64_t ticks() {
+  if (!kvsim::cpp::preload::simulated()) {
+    // A thread that is not the program's (ThreadSanitizer's own, or a new one while TSan sets it
+    // up) reads the host's clock, raw: the shim's clock_gettime would ask the world.
+    timespec ts{};
+    (void)syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+    return kBootTicks + static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000U +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+  }
   return kBootTicks + kvsim::cpp::client::Channel::get().now_ps() / kPsPerTick;
 }
 
@@ -69,7 +90,7 @@ void on_segv(int sig, siginfo_t* info, void* context) {
   if (info->si_code == SI_KERNEL && answer_tsc(static_cast<ucontext_t*>(context))) return;
   struct sigaction program;
   {
-    kvsim::cpp::preload::SpinLock::Guard g(g_lock);
+    Locked g;
     program = g_program;
   }
   if (program.sa_flags & SA_SIGINFO) {
@@ -84,7 +105,7 @@ void on_segv(int sig, siginfo_t* info, void* context) {
   // The default action: the instruction faults again, now without this handler.
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
-  KVSIM_REAL(sigaction)(SIGSEGV, &dfl, nullptr);
+  KVSIM_REAL_EARLY(sigaction)(SIGSEGV, &dfl, nullptr);
 }
 
 __attribute__((constructor)) void trap_tsc() {
@@ -96,9 +117,9 @@ __attribute__((constructor)) void trap_tsc() {
   sa.sa_sigaction = on_segv;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
-  if (KVSIM_REAL(sigaction)(SIGSEGV, &sa, &g_program) != 0) return;
+  if (KVSIM_REAL_EARLY(sigaction)(SIGSEGV, &sa, &g_program) != 0) return;
   if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV) != 0) {  // not on this CPU or kernel: stays real
-    KVSIM_REAL(sigaction)(SIGSEGV, &g_program, nullptr);
+    KVSIM_REAL_EARLY(sigaction)(SIGSEGV, &g_program, nullptr);
     return;
   }
   g_trapping = true;
@@ -114,19 +135,17 @@ void tsc_real_for_exec(bool real) {
 
 }  // namespace kvsim::cpp::preload
 
-namespace {}  // namespace
-
 // The program's view of SIGSEGV while rdtsc is trapped: its handler is recorded, not installed.
 extern "C" int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
-  if (sig != SIGSEGV || !g_trapping) return KVSIM_REAL(sigaction)(sig, act, old);
-  kvsim::cpp::preload::SpinLock::Guard g(g_lock);
+  if (sig != SIGSEGV || !g_trapping) return KVSIM_REAL_EARLY(sigaction)(sig, act, old);
+  Locked g;
   if (old != nullptr) *old = g_program;
   if (act != nullptr) g_program = *act;
   return 0;
 }
 
 extern "C" sighandler_t signal(int sig, sighandler_t handler) {
-  if (sig != SIGSEGV || !g_trapping) return KVSIM_REAL(signal)(sig, handler);
+  if (sig != SIGSEGV || !g_trapping) return KVSIM_REAL_EARLY(signal)(sig, handler);
   struct sigaction act {};
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
@@ -150,10 +169,10 @@ const sigset_t* without_segv(int how, const sigset_t* set, sigset_t& copy) {
 
 extern "C" int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
   sigset_t copy;
-  return KVSIM_REAL(pthread_sigmask)(how, without_segv(how, set, copy), old);
+  return KVSIM_REAL_EARLY(pthread_sigmask)(how, without_segv(how, set, copy), old);
 }
 
 extern "C" int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
   sigset_t copy;
-  return KVSIM_REAL(sigprocmask)(how, without_segv(how, set, copy), old);
+  return KVSIM_REAL_EARLY(sigprocmask)(how, without_segv(how, set, copy), old);
 }

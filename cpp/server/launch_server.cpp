@@ -288,6 +288,13 @@ LaunchServer::LaunchServer(sim::SystemcPlatform& platform, impl::Directory& dire
 
 LaunchServer::~LaunchServer() {
   stop_everything();
+  // Its jobs still waiting (a stalled launch's, a killed program's) end here, while what they
+  // use is alive: their stacks unwind and free what they hold.
+  try {
+    platform_.end_jobs();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvsim launch: ending the world's jobs failed: %s\n", e.what());
+  }
   if (listen_fd_ >= 0) ::close(listen_fd_);
   if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
   if (!dir_.empty()) ::rmdir(dir_.c_str());

@@ -205,6 +205,51 @@ TEST_F(PlatformTest, AKilledProcessNeverRunsAgainAndItsMemoryIsFreed) {
   EXPECT_NE(outcome.error.find("not allocated"), std::string::npos) << outcome.error;
 }
 
+TEST_F(PlatformTest, EndJobsUnwindsEverySuspendedJobSoThatItsFramesAreFreed) {
+  // Each job has an object in a frame while it waits for ever: only unwinding destroys it.
+  int unwound = 0;
+  struct Frame {
+    int& n;
+    ~Frame() { ++n; }
+  };
+  auto forever = platform_->make_signal();
+  const int victim = platform_->add_process({"victim", 0, {0}});
+  int caught_as_error = 0;
+  int ran_on = 0;
+  platform_->spawn("waiter", [&] {
+    Frame f{unwound};
+    try {
+      (void)forever->wait_for(kForever);
+    } catch (const std::exception&) {  // an error handler must not swallow the end
+      ++caught_as_error;
+    }
+    ++ran_on;
+  });
+  platform_->spawn("sleeper", [&] {
+    Frame f{unwound};
+    platform_->sleep(kForever / 2);
+    ++ran_on;
+  });
+  platform_->spawn_as(victim, "dead", [&] {
+    Frame f{unwound};
+    (void)forever->wait_for(kForever);  // its process is killed while it waits
+    ++ran_on;
+  });
+  platform_->spawn("killer", [&] {
+    platform_->sleep(kUs);
+    platform_->kill_process(victim);
+  });
+  (void)forever->wait_for(2 * kUs);
+  EXPECT_EQ(unwound, 0);
+  EXPECT_EQ(platform_->blocked_jobs().size(), 2u);
+  platform_->end_jobs();
+  EXPECT_EQ(unwound, 3);
+  EXPECT_EQ(caught_as_error, 0);
+  EXPECT_EQ(ran_on, 0);
+  EXPECT_TRUE(platform_->blocked_jobs().empty());
+  EXPECT_EQ(platform_->live_jobs(), 0u);
+}
+
 TEST_F(PlatformTest, AddressingFollowsThePreset) {
   EXPECT_EQ(platform_->device_count(), 16);
   EXPECT_EQ(platform_->device_ip(3), "10.0.0.4");
