@@ -30,9 +30,11 @@ void YamlReader::finish() {
 }
 
 void YamlReader::fail(const YAML::Node& at, const std::string& key, const std::string& rule) const {
-  const YAML::Mark m = at.Mark();
-  throw ModelError(ErrorKind::kFormat,
-                   origin_ + ":" + std::to_string(m.line + 1) + ": key '" + key + "' " + rule);
+  // A value given by --set has no position of its own: the line of the mapping it sits in.
+  YAML::Mark m = at.Mark();
+  if (m.line < 0) m = node_.Mark();
+  const std::string line = m.line < 0 ? "" : ":" + std::to_string(m.line + 1);
+  throw ModelError(ErrorKind::kFormat, origin_ + line + ": key '" + key + "' " + rule);
 }
 
 void YamlReader::fail_key(const std::string& key, const std::string& rule) const {

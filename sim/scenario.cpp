@@ -31,6 +31,35 @@ SimTime seconds_to_ps(double seconds) {
   return static_cast<SimTime>(std::ceil(seconds * 1e12));
 }
 
+// A copy of `n` whose nodes carry no position: errors in it then name the file's line of the key
+// it replaces, as for a scalar override, not line 1 of the --set text.
+YAML::Node without_marks(const YAML::Node& n) {
+  if (n.IsSequence()) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const YAML::Node& item : n) out.push_back(without_marks(item));
+    return out;
+  }
+  if (n.IsMap()) {
+    YAML::Node out(YAML::NodeType::Map);
+    for (const auto& kv : n) out[kv.first.Scalar()] = without_marks(kv.second);
+    return out;
+  }
+  return n.IsNull() ? YAML::Node() : YAML::Node(n.Scalar());
+}
+
+// An override's value as YAML: a flow list or mapping ("[link_down, nic_lost]", "{min: 1}") is
+// parsed, anything else stays the text it is (a scalar, as the file would give it).
+YAML::Node override_value(const std::string& origin, const std::string& key,
+                          const std::string& value) {
+  if (value.empty() || (value.front() != '[' && value.front() != '{')) return YAML::Node(value);
+  try {
+    return without_marks(YAML::Load(value));
+  } catch (const YAML::Exception& e) {
+    throw ModelError(ErrorKind::kFormat, origin + ": override " + key + "=" + value +
+                                             ": not a YAML flow list or mapping (" + e.msg + ")");
+  }
+}
+
 void apply_overrides(YAML::Node root, const std::string& origin,
                      const std::vector<ScenarioOverride>& overrides) {
   for (const auto& [key, value] : overrides) {
@@ -55,7 +84,7 @@ void apply_overrides(YAML::Node root, const std::string& origin,
       }
       chain.push_back(next);
     }
-    chain.back()[parts.back()] = value;
+    chain.back()[parts.back()] = override_value(origin, key, value);
   }
 }
 

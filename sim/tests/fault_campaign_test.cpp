@@ -118,6 +118,38 @@ instances: {prefill: 1 x TP8, decode: 1 x TP8}
   }
 }
 
+TEST(FaultPlan, SetGivesListsAndMappingsAsYamlAndNamesTheLineOfTheKeyItReplaces) {
+  const std::string base = R"(question: q
+hardware: {preset: atlas-a2}
+model: {name: llama-3-70b, tensor_parallel: 8, dtype: bf16}
+cache: {layout: paged, block_tokens: 128}
+workload: {requests: 2, interval: 1s, prompt_tokens: 1024, output_tokens: 4}
+transfer: {method: pull_blocks, api: 2}
+instances: {prefill: 1 x TP8, decode: 1 x TP8}
+fault_plan: {kinds: [link_down]}
+)";
+  const Scenario s =
+      parse_scenario(base, "<t>", {{"fault_plan.kinds", "[nic_lost, link_degraded]"}});
+  ASSERT_TRUE(s.fault_plan);
+  EXPECT_EQ(s.fault_plan->kinds, (std::vector<FaultPlan::Kind>{FaultPlan::Kind::kNicLost,
+                                                                FaultPlan::Kind::kLinkDegraded}));
+  const Scenario m = parse_scenario(base, "<t>", {{"fault_plan", "{kinds: [nic_lost], count: 3}"}});
+  ASSERT_TRUE(m.fault_plan);
+  EXPECT_EQ(m.fault_plan->count, 3);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"[link_down, ", "<t>: override fault_plan.kinds=[link_down, : not a YAML flow list"},
+      {"[link_flap]", "<t>:8: key 'fault_plan.kinds' has 'link_flap'"},
+  };
+  for (const auto& [value, rule] : bad) {
+    try {
+      parse_scenario(base, "<t>", {{"fault_plan.kinds", value}});
+      ADD_FAILURE() << "accepted " << value;
+    } catch (const model::ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A campaign's result folders, in a fresh temporary folder removed afterwards.
 std::vector<CampaignRun> campaign_in_temp(const Scenario& s,
                                           const std::vector<std::uint64_t>& seeds) {

@@ -87,8 +87,13 @@ TEST(PointRunsTest, ChildResultEqualsAnInProcessRun) {
 TEST(PointRunsTest, CodecRoundTripsExactly) {
   RunResult r = run_scenario(small().load({}), RunOptions{false, {}, {}});
   r.links.push_back({"x", "roce", 1.0 / 3.0, 0.1 + 0.2});
+  r.relinks = 3;  // a serving engine's recovery (a sweep's fault campaign reads them back)
+  ASSERT_FALSE(r.requests.empty());
+  r.requests.back().retries = 2;
   const RunResult back = decode_result(encode_result(r), r.scenario);
   EXPECT_EQ(result_json(back), result_json(r));
+  EXPECT_EQ(back.relinks, 3);
+  EXPECT_EQ(back.requests.back().retries, 2);
   EXPECT_EQ(back.links.back().bytes, 1.0 / 3.0);
   EXPECT_EQ(back.links.back().utilization, 0.1 + 0.2);
   EXPECT_THROW(decode_result("not cbor", r.scenario), std::runtime_error);
