@@ -403,6 +403,14 @@ std::vector<std::uint32_t> Topology::node_nics(int node) const {
   return {first, first + static_cast<std::ptrdiff_t>(per_node)};
 }
 
+std::vector<std::uint32_t> Topology::node_scale_up_ports(int node) const {
+  (void)node_nics(node);  // checks the range
+  if (scale_up_ports_.empty()) return {};
+  const auto dpn = static_cast<std::ptrdiff_t>(spec_.devices_per_node);
+  const auto first = scale_up_ports_.begin() + dpn * node;
+  return {first, first + dpn};
+}
+
 int Topology::nic_of(int device, int rail) const {
   const int dpn = spec_.devices_per_node;
   const int nics = spec_.fabric.nics_per_node > 0 ? spec_.fabric.nics_per_node : dpn;

@@ -220,6 +220,9 @@ class Topology {
   int nic_of(int device, int rail) const;
   /// Indices into links() of a node's scale-out NICs, in order.
   std::vector<std::uint32_t> node_nics(int node) const;
+  /// Indices into links() of the scale-up switch ports of a node's devices, in device order
+  /// (empty on a mesh: its links join device pairs, not a device to the plane).
+  std::vector<std::uint32_t> node_scale_up_ports(int node) const;
   /// Leaf switch of a node (0 on a flat fabric).
   int leaf_of(int node) const;
 

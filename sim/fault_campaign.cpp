@@ -182,8 +182,10 @@ std::string campaign_markdown(const Scenario& scenario, const std::vector<Campai
     for (const std::string& f : run.findings) details += "- " + run_name(run) + ": " + f + "\n";
   }
   if (!details.empty()) {
-    md += "\nWhat was not handled (replay one seed with `kvsim run " + scenario.origin +
-          " --faults SEED`):\n\n" + details;
+    std::string replay = "kvsim run " + scenario.origin;
+    for (const auto& [key, value] : scenario.set) replay += " --set '" + key + "=" + value + "'";
+    md += "\nWhat was not handled (replay one seed with `" + replay + " --faults SEED`):\n\n" +
+          details;
   }
   return md;
 }

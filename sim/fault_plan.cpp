@@ -1,6 +1,7 @@
 #include "sim/fault_plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -43,7 +44,7 @@ const char* to_string(FaultPlan::Kind kind) {
 }
 
 std::string DrawnFault::describe() const {
-  const std::string where = target.rfind("node ", 0) == 0 ? target + "'s NICs" : target;
+  const std::string where = target.rfind("node ", 0) == 0 ? target + "'s " + ports : target;
   switch (kind) {
     case FaultPlan::Kind::kLinkDown:
       return where + " down from " + seconds(at) + " to " + seconds(until);
@@ -61,15 +62,36 @@ std::string DrawnFault::describe() const {
 
 std::vector<FaultTarget> fault_targets(const model::Topology& topo, const std::vector<int>& nodes,
                                        bool per_nic) {
+  const model::TopologySpec& spec = topo.spec();
+  const std::set<int> used(nodes.begin(), nodes.end());
+  // Whether traffic between two of the run's nodes crosses the scale-up switch
+  // (model/topology.cpp route_devices: same domain, not routed over scale-out).
+  bool plane_between_nodes = false;
+  if (!spec.scale_up_over_scale_out && spec.scale_up_nodes > 1) {
+    std::set<int> domains;
+    for (const int n : used) {
+      plane_between_nodes = plane_between_nodes || !domains.insert(n / spec.scale_up_nodes).second;
+    }
+  }
   std::vector<FaultTarget> out;
-  for (const int n : std::set<int>(nodes.begin(), nodes.end())) {
-    std::vector<std::string> nics;
-    for (const std::uint32_t l : topo.node_nics(n)) nics.push_back(topo.links()[l].name);
-    if (nics.empty()) continue;
+  for (const int n : used) {
+    std::vector<std::string> links;
+    for (const std::uint32_t l : topo.node_nics(n)) links.push_back(topo.links()[l].name);
+    std::string ports = "NICs";
+    if (plane_between_nodes) {
+      const std::vector<std::uint32_t> up = topo.node_scale_up_ports(n);
+      for (const std::uint32_t l : up) links.push_back(topo.links()[l].name);
+      if (!up.empty()) {
+        std::string type = model::to_string(spec.scale_up.type);
+        for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        ports = "NICs and " + type + " ports";
+      }
+    }
+    if (links.empty()) continue;
     if (per_nic) {
-      for (const std::string& nic : nics) out.push_back({nic, {nic}});
+      for (const std::string& link : links) out.push_back({link, {link}, ""});
     } else {
-      out.push_back({"node " + std::to_string(n), nics});
+      out.push_back({"node " + std::to_string(n), links, ports});
     }
   }
   return out;
@@ -86,6 +108,7 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
     f.kind = plan.kinds[rng() % plan.kinds.size()];
     const FaultTarget& t = targets[rng() % targets.size()];
     f.target = t.name;
+    f.ports = t.ports;
     f.links = t.links;
     f.at = draw_between(rng, plan.window_first, plan.window_last);
     const model::SimTime duration = draw_between(rng, plan.duration_first, plan.duration_last);

@@ -40,16 +40,19 @@ struct FaultPlan {
 /// "link_down", "link_degraded", "nic_lost".
 const char* to_string(FaultPlan::Kind kind);
 
-/// What one fault may hit: a node's NICs (scope node) or one NIC (scope nic).
+/// What one fault may hit: a node's NICs (scope node) or one NIC (scope nic), and where the run's
+/// nodes share a scale-up plane (CloudMatrix384's UB), the node's ports into it too.
 struct FaultTarget {
-  std::string name;                ///< "node 1" or a link name ("roce n1d3")
+  std::string name;                ///< "node 1" or a link name ("roce n1d3", "ub n1d3")
   std::vector<std::string> links;  ///< the topology's links it takes down or degrades
+  std::string ports = "NICs";      ///< scope node: what its links are, for describe()
 };
 
 /// One drawn fault.
 struct DrawnFault {
   FaultPlan::Kind kind = FaultPlan::Kind::kLinkDown;
   std::string target;
+  std::string ports = "NICs";  ///< what a node target's links are ("NICs and UB ports")
   std::vector<std::string> links;
   model::SimTime at = 0;
   model::SimTime until = 0;  ///< kNicLost: never back (0)
@@ -58,7 +61,9 @@ struct DrawnFault {
   std::string describe() const;
 };
 
-/// The targets on `nodes` (each a node of `topo` with NICs), in node order.
+/// The targets on `nodes` (each a node of `topo` with NICs), in node order. Where two of `nodes`
+/// share a scale-up domain whose switch carries the traffic between nodes, a node's targets
+/// include its devices' scale-up ports: a fault only on the NICs would miss every transfer.
 std::vector<FaultTarget> fault_targets(const model::Topology& topo, const std::vector<int>& nodes,
                                        bool per_nic);
 

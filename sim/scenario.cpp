@@ -687,7 +687,9 @@ SimTime Scenario::decode_step_time(std::uint64_t batch, std::uint64_t kv_tokens)
 Scenario load_scenario(const std::string& path, const std::vector<ScenarioOverride>& overrides) {
   YAML::Node root = model::load_yaml_file(path);
   apply_overrides(root, path, overrides);
-  return read(root, path, std::filesystem::path(path).parent_path().string());
+  Scenario s = read(root, path, std::filesystem::path(path).parent_path().string());
+  s.set = overrides;
+  return s;
 }
 
 Scenario parse_scenario(const std::string& text, const std::string& origin,
@@ -695,7 +697,9 @@ Scenario parse_scenario(const std::string& text, const std::string& origin,
                         const std::string& base_dir) {
   YAML::Node root = model::load_yaml_text(text, origin);
   apply_overrides(root, origin, overrides);
-  return read(root, origin, base_dir);
+  Scenario s = read(root, origin, base_dir);
+  s.set = overrides;
+  return s;
 }
 
 }  // namespace kvsim::sim

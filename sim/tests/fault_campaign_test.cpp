@@ -7,11 +7,14 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 
 #include "model/errors.h"
+#include "model/preset.h"
+#include "model/topology.h"
 #include "sim/fault_campaign.h"
 #include "sim/fault_plan.h"
 #include "sim/scenario.h"
@@ -115,6 +118,37 @@ instances: {prefill: 1 x TP8, decode: 1 x TP8}
     } catch (const model::ModelError& e) {
       EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
     }
+  }
+}
+
+TEST(FaultPlan, WhereNodesShareAScaleUpPlaneANodeFaultTakesItsPortsIntoItToo) {
+  // CloudMatrix384: two nodes of one UB domain move KV over UB, not RoCE; a fault on the NICs
+  // alone would never meet a transfer.
+  const auto targets_on = [](const std::string& preset, const std::vector<model::Override>& o) {
+    model::FluidNetwork net;
+    const model::Topology topo(model::load_preset(preset, o), net);
+    return fault_targets(topo, {0, 1}, false);
+  };
+  const std::vector<FaultTarget> ub =
+      targets_on("cloudmatrix384", {{"nodes", "2"}, {"scale_up_nodes", "2"}});
+  ASSERT_EQ(ub.size(), 2u);
+  EXPECT_EQ(ub[1].ports, "NICs and UB ports");
+  EXPECT_NE(std::find(ub[1].links.begin(), ub[1].links.end(), "ub n1d0"), ub[1].links.end());
+  EXPECT_NE(std::find(ub[1].links.begin(), ub[1].links.end(), "roce n1d0"), ub[1].links.end());
+  EXPECT_EQ(std::find(ub[1].links.begin(), ub[1].links.end(), "ub n0d0"), ub[1].links.end());
+  DrawnFault f;
+  f.target = ub[1].name;
+  f.ports = ub[1].ports;
+  f.at = model::kMs;
+  f.until = 2 * model::kMs;
+  EXPECT_EQ(f.describe(), "node 1's NICs and UB ports down from t=0.001000 s to t=0.002000 s");
+  // Nodes in different domains, and the A2's per-node HCCS mesh: their NICs only.
+  for (const std::vector<FaultTarget>& nics :
+       {targets_on("cloudmatrix384", {{"nodes", "2"}, {"scale_up_nodes", "1"}}),
+        targets_on("atlas-a2", {})}) {
+    ASSERT_FALSE(nics.empty());
+    EXPECT_EQ(nics[0].ports, "NICs");
+    for (const std::string& link : nics[0].links) EXPECT_EQ(link.rfind("roce ", 0), 0u) << link;
   }
 }
 
