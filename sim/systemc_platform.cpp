@@ -133,6 +133,12 @@ std::optional<std::uint64_t> SystemcPlatform::allocate(int device, impl::Placeme
   model::Topology& t = fabric_.topology();
   const model::MemoryId m = placement == impl::Placement::HOST ? t.host_memory(t.node_of(device))
                                                                : t.device_memory(device);
+  if (!memory_faults_.empty() && placement != impl::Placement::HOST) {
+    const Time at = now();
+    for (const MemoryFault& f : memory_faults_) {
+      if (f.device == device && at >= f.from && at < f.until) return std::nullopt;
+    }
+  }
   try {
     const std::uint64_t addr = t.memory(m).allocate(size, alignment == 0 ? 64 : alignment);
     owner_[addr] = current_process_;
@@ -340,6 +346,11 @@ void SystemcPlatform::kill_process(int process) {
   }
   release_process_memory(process);
   wake_driver();
+}
+
+void SystemcPlatform::add_memory_fault(int device, Time from, Time until) {
+  (void)fabric_.topology().device_memory(device);  // checks the device
+  if (until > from) memory_faults_.push_back({device, from, until});
 }
 
 void SystemcPlatform::end_jobs() {

@@ -122,6 +122,11 @@ class SystemcPlatform final : public impl::Platform {
   const std::vector<std::string>& job_failures() const { return job_failures_; }
   /// Jobs started and not yet returned (blocked or runnable).
   std::uint64_t live_jobs() const { return spawned_ - finished_; }
+  /// From `from` to `until` (simulated time) every allocation in `device`'s HBM fails as if it
+  /// were full: a fault campaign's device_oom (the library then reports its out-of-memory
+  /// status). Host memory is not affected.
+  void add_memory_fault(int device, impl::Time from, impl::Time until);
+
   /// Ends the jobs still suspended (and those of killed processes): each is resumed with an
   /// exception, not std::exception's, that unwinds its stack, so that what its frames own is
   /// freed (SystemC never unwinds a coroutine it does not resume). Jobs suspended inside Python
@@ -155,6 +160,11 @@ class SystemcPlatform final : public impl::Platform {
   std::set<int> killed_;                              ///< processes kill_process ended
   std::unordered_map<std::uint64_t, int> owner_;      ///< allocation -> the process that made it
   std::map<const void*, Blocked> dead_jobs_;          ///< their jobs, resumed only by end_jobs
+  struct MemoryFault {
+    int device = 0;
+    impl::Time from = 0, until = 0;
+  };
+  std::vector<MemoryFault> memory_faults_;  ///< add_memory_fault's windows
   bool stop_requested_ = false;
 };
 

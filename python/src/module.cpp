@@ -1232,6 +1232,19 @@ void bind_world(py::module_& m) {
           "Schedules a link going down, up or degraded (to `factor` of its bandwidth) at "
           "simulated time `at` seconds.")
       .def(
+          "schedule_device_oom",
+          [](std::shared_ptr<WorldBox> b, int device, double at, double until) {
+            sim::World& w = live(b);
+            checked_index("device", device, w.platform().device_count());
+            const impl::Time from = seconds_to_time(at, "at");
+            const impl::Time to = seconds_to_time(until, "until");
+            if (to < from) throw impl::ValueError("until", "must not be before `at`");
+            w.platform().add_memory_fault(device, from, to);
+          },
+          "device"_a, "at"_a, "until"_a,
+          "Makes every allocation in `device`'s HBM fail as out of memory from simulated time "
+          "`at` to `until` seconds (a fault campaign's device_oom).")
+      .def(
           "inventory",
           [](std::shared_ptr<WorldBox> b) {
             const sim::WorldInventory inv = sim::take_inventory(live(b));

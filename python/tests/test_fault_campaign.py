@@ -136,6 +136,53 @@ def test_process_kills_draw_their_victims_from_the_plan_and_name_unknown_ones():
         faults.draw(faults.FaultPlan(count=3), 5, links, ["prompt", "decoder"])
 
 
+def test_device_oom_draws_a_node_s_devices_or_one_device_and_keeps_older_draws():
+    devices = [("node 0", [0, 1]), ("node 1", [2, 3])]
+    plan = faults.FaultPlan(kinds=("device_oom",), count=4, window=(0.01, 0.02),
+                            duration=(0.5, 0.5))
+    drawn = faults.draw(plan, 3, [], (), devices)
+    assert drawn == faults.draw(plan, 3, [], (), devices)
+    assert all(f.kind == "device_oom" and f.links == [] and (f.target, f.devices) in devices
+               for f in drawn)
+    # One target's windows never overlap: a later one starts when the earlier one ends.
+    for a, b in zip(drawn, drawn[1:]):
+        if a.target == b.target:
+            assert b.at >= a.until
+    assert re.match(r"node \d's devices out of memory from t=0\.0\d+ s to t=", drawn[0].describe())
+    with pytest.raises(LaunchError, match="no device to fail"):
+        faults.draw(plan, 3, [], (), [])
+    # Link kinds only: the draws of existing plans are what they were before device_oom existed.
+    links = [("node 0", ["roce n0d0"]), ("node 1", ["roce n1d0"])]
+    assert faults.draw(faults.FaultPlan(count=3), 5, links) == \
+        faults.draw(faults.FaultPlan(count=3), 5, links, (), devices)
+
+
+def test_a_device_out_of_memory_while_a_program_allocates_is_its_error_and_replays(tmp_path):
+    """The careless prompt allocates its rows while node 0's HBM is full: the allocation's
+    error ends it (a finding), and the same seed gives the same report again."""
+    plan = tmp_path / "oom.yaml"
+    script = os.path.join(FAULTS, "pull_requests.py")
+    plan.write_text(
+        "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
+        "processes:\n"
+        f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt}}\n"
+        f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder}}\n"
+        "faults: {kinds: [device_oom], window: [0.0, 0.0], duration: [5.0, 5.0], "
+        "scope: node}\n")
+    runs = [launch("-f", str(plan), "--faults", "4", "--fault-report",
+                   str(tmp_path / f"r{i}.json")) for i in range(2)]
+    assert runs[0].stderr == runs[1].stderr
+    assert runs[0].returncode == 1, runs[0].stderr
+    report = json.loads((tmp_path / "r0.json").read_text())
+    assert [f["kind"] for f in report["faults"]] == ["device_oom"]
+    by_process = {f["process"]: f for f in report["findings"]}
+    victim_node = report["faults"][0]["target"]
+    who = "prompt" if victim_node == "node 0" else "decoder"
+    assert by_process[who]["kind"] == "uncaught"
+    assert re.search(r"LLMException: nbytes: \d+ bytes do not fit device \d+", by_process[who][
+        "detail"]), by_process
+
+
 def test_a_kill_campaign_finds_the_careless_programs_and_clears_the_careful_ones(tmp_path):
     careless = launch("-f", "careless_kills.yaml", "--faults", "1-4", "-j", "2",
                       "--output-dir", str(tmp_path / "careless"))

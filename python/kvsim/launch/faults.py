@@ -3,7 +3,11 @@
 A seed draws a fault schedule from the plan: `count` faults of the plan's kinds. A link fault
 takes down or degrades the RoCE links of a node that runs one of the launch's processes (scope
 "node": its switch port or cable, so every path in and out of the node) or one NIC of such a node
-(scope "nic"), starting at a time drawn from the window and lasting a drawn duration. A process
+(scope "nic"), starting at a time drawn from the window and lasting a drawn duration. A device
+out of memory (device_oom) makes every HBM allocation on a node's devices (scope "node") or on one
+device (scope "nic") fail for a drawn time, as a full HBM does (another tenant's memory or
+fragmentation [I]): aclrtMalloc and the library's allocate_cache then return their
+out-of-memory errors. A process
 kill ends one of the plan's processes (default: any) with SIGKILL at a time drawn from the
 window: no more of its code runs, its engines vanish without a word to their peers, and the
 driver frees its device memory. The schedule goes into the world
@@ -23,7 +27,7 @@ from typing import List, Tuple
 
 from kvsim.launch.spec import LaunchError
 
-KINDS = ("link_down", "link_degraded", "process_killed")
+KINDS = ("link_down", "link_degraded", "process_killed", "device_oom")
 KILLED = 128 + 9  # the exit status of a process killed by SIGKILL
 MAX_SEEDS = 10_000
 MAX_FAULTS = 1_000
@@ -45,15 +49,19 @@ class FaultPlan:
 class Fault:
     """One injected fault."""
     kind: str
-    target: str          # "node 1", "roce n1d3" or "process decode"
+    target: str          # "node 1", "roce n1d3", "device n1d3" or "process decode"
     links: List[str]     # the world's links it takes down or degrades (none for a kill)
     at: float
     until: float
     factor: float = 1.0
+    devices: List[int] = dataclasses.field(default_factory=list)  # device_oom: whose HBM
 
     def describe(self):
         if self.kind == "process_killed":
             return f"{self.target} killed (SIGKILL) at t={self.at:.6f} s"
+        if self.kind == "device_oom":
+            where = f"{self.target}'s devices" if self.target.startswith("node") else self.target
+            return f"{where} out of memory from t={self.at:.6f} s to t={self.until:.6f} s"
         what = ("down" if self.kind == "link_down"
                 else f"degraded to {self.factor:g} of their bandwidth")
         where = f"{self.target}'s RoCE links" if self.target.startswith("node") else self.target
@@ -135,12 +143,29 @@ def targets(world, nodes, scope):
     return out
 
 
-def draw(plan, seed, candidates, processes=()) -> List[Fault]:
-    """The faults of one seed, in time order (the same seed, plan, candidates and processes: the
-    same faults). `candidates`: targets(); `processes`: the launch's process names, in order."""
+def device_targets(world, nodes, scope):
+    """What a device_oom may hit: (target, its devices) per node that runs a process (scope
+    "node") or per device of such a node (scope "nic")."""
+    per_node = world.device_count // world.nodes
+    out = []
+    for n in sorted(set(nodes)):
+        devices = [d for d in range(world.device_count) if world.node_of(d) == n]
+        if scope == "node":
+            out += [(f"node {n}", devices)] if devices else []
+        else:
+            out += [(f"device n{n}d{d - n * per_node}", [d]) for d in devices]
+    return out
+
+
+def draw(plan, seed, candidates, processes=(), devices=()) -> List[Fault]:
+    """The faults of one seed, in time order (the same seed, plan, candidates, processes and
+    devices: the same faults). `candidates`: targets(); `processes`: the launch's process names,
+    in order; `devices`: device_targets()."""
     victims = list(plan.processes or processes)
-    if not candidates and any(k != "process_killed" for k in plan.kinds):
+    if not candidates and any(k in ("link_down", "link_degraded") for k in plan.kinds):
         raise LaunchError("--faults: the launch's nodes have no RoCE link to fail")
+    if not devices and "device_oom" in plan.kinds:
+        raise LaunchError("--faults: the launch's nodes have no device to fail")
     if not victims and "process_killed" in plan.kinds:
         raise LaunchError("--faults: the launch has no process to kill")
     rng = random.Random(seed)
@@ -152,17 +177,20 @@ def draw(plan, seed, candidates, processes=()) -> List[Fault]:
             at = rng.uniform(*plan.window)
             drawn.append((at, 0.0, kind, f"process {victim}", []))
             continue
-        target, links = rng.choice(candidates)
+        target, links = rng.choice(devices if kind == "device_oom" else candidates)
         at = rng.uniform(*plan.window)
         drawn.append((at, rng.uniform(*plan.duration), kind, target, list(links)))
     # Faults on one target never overlap (one's end would end the other early): a fault that
     # would starts when the earlier one ends.
     faults, ends = [], {}
     for at, duration, kind, target, links in sorted(drawn, key=lambda d: (d[0], d[3])):
-        at = max(at, ends.get(target, 0.0))
-        ends[target] = at + duration
-        faults.append(Fault(kind, target, links, at, at + duration,
-                            plan.factor if kind == "link_degraded" else 1.0))
+        oom = kind == "device_oom"
+        key = (oom, target)  # a node's memory and its links are different targets
+        at = max(at, ends.get(key, 0.0))
+        ends[key] = at + duration
+        faults.append(Fault(kind, target, [] if oom else links, at, at + duration,
+                            plan.factor if kind == "link_degraded" else 1.0,
+                            links if oom else []))
     return sorted(faults, key=lambda f: (f.at, f.target))
 
 
@@ -170,6 +198,8 @@ def inject(world, faults, start):
     """Schedules the link faults, `start` seconds being the launch's time zero (process kills
     are the launcher's: victim())."""
     for f in faults:
+        for device in f.devices:
+            world.schedule_device_oom(device, start + f.at, start + f.until)
         for link in f.links:
             if f.kind == "link_down":
                 world.schedule_link_event(link, start + f.at, "down")

@@ -156,7 +156,8 @@ def parse_args(argv):
                         help="programs' clocks read the host's real time (sleeps stay simulated)")
     parser.add_argument("--output-dir", help="also write each process's output to DIR/NAME.out/.err")
     parser.add_argument("--faults", metavar="SEEDS",
-                        help="inject link faults drawn from each seed (7, 1-20 or 1,4,9) and "
+                        help="inject faults (links, process kills, device out of memory) drawn "
+                             "from each seed (7, 1-20 or 1,4,9) and "
                              "report what the programs did not handle; several seeds run as a "
                              "campaign, one launch per seed")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
@@ -315,9 +316,11 @@ class Launch:
         self.faults = []
         if spec.fault_seed is not None:
             plan = spec.fault_plan or faults.FaultPlan()
-            candidates = faults.targets(world, [ps.node for ps in spec.processes], plan.scope)
+            nodes = [ps.node for ps in spec.processes]
+            candidates = faults.targets(world, nodes, plan.scope)
             names = [ps.name for ps in spec.processes]
-            self.faults = faults.draw(plan, spec.fault_seed, candidates, names)
+            self.faults = faults.draw(plan, spec.fault_seed, candidates, names,
+                                      faults.device_targets(world, nodes, plan.scope))
             faults.inject(world, self.faults, world.now_ps * 1e-12)
             if not spec.output_dir:  # the verdict reads each process's last error line
                 spec.output_dir = tempfile.mkdtemp(prefix="kvsim-faults-out-")
