@@ -35,16 +35,26 @@ impl::CacheView allocate_and_register(impl::Platform& platform, impl::LLMDataDis
                                       const impl::CacheDesc& desc, bool paged,
                                       const std::optional<impl::BlocksCacheKey>& key) {
   std::vector<std::uint64_t> addrs;
+  // A failure gives back what it took, so that a caller may try again (a full HBM clears).
+  const auto give_back = [&] {
+    for (const std::uint64_t a : addrs) (void)platform.free(a);
+  };
   for (std::uint32_t t = 0; t < desc.num_tensors(); ++t) {
     const auto a = platform.allocate(device, desc.placement(), desc.size(), kCacheAlign);
     if (!a) {
+      give_back();
       throw std::runtime_error("device " + std::to_string(device) + ": KV cache does not fit in " +
                                (desc.placement() == impl::Placement::HOST ? "host memory" : "HBM"));
     }
     addrs.push_back(*a);
   }
-  return paged ? dist.cache_manager().register_blocks_cache(desc, addrs, key)
-               : dist.cache_manager().register_cache(desc, addrs);
+  try {
+    return paged ? dist.cache_manager().register_blocks_cache(desc, addrs, key)
+                 : dist.cache_manager().register_cache(desc, addrs);
+  } catch (...) {
+    give_back();
+    throw;
+  }
 }
 
 }  // namespace kvsim::sim

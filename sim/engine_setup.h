@@ -46,7 +46,8 @@ inline constexpr std::uint64_t kCacheAlign = 2ull << 20;
 impl::DataType data_type_of(const std::string& dtype);
 
 /// Allocates each tensor of `desc` on `device` and registers them with `dist`'s v2 CacheManager,
-/// as paged blocks when `paged`. Throws std::runtime_error if the memory does not fit.
+/// as paged blocks when `paged`. Throws std::runtime_error if the memory does not fit, having freed
+/// what it allocated.
 impl::CacheView allocate_and_register(impl::Platform& platform, impl::LLMDataDist& dist, int device,
                                       const impl::CacheDesc& desc, bool paged,
                                       const std::optional<impl::BlocksCacheKey>& key);

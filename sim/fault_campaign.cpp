@@ -107,18 +107,20 @@ std::vector<CampaignRun> run_fault_campaign(
                                 " has no fault_plan: section to draw faults from");
   }
   std::vector<FaultTarget> targets;
+  std::vector<FaultTarget> devices;
   {
     const model::TopologySpec spec =
         model::load_preset(scenario.preset, scenario.hardware_overrides);
     model::FluidNetwork net;
     const model::Topology topo(spec, net);
     targets = fault_targets(topo, nodes_in_use(scenario), scenario.fault_plan->per_nic);
+    devices = device_targets(topo, nodes_in_use(scenario), scenario.fault_plan->per_nic);
   }
   std::vector<CampaignRun> runs(seeds.size() + 1);
   for (std::size_t i = 0; i < seeds.size(); ++i) {
     runs[i + 1].seed = seeds[i];
     // Drawn up front, so that a plan that cannot draw fails before anything runs.
-    runs[i + 1].faults = draw_faults(*scenario.fault_plan, seeds[i], targets);
+    runs[i + 1].faults = draw_faults(*scenario.fault_plan, seeds[i], targets, devices);
   }
   RunOptions options;
   options.trace = false;
@@ -126,6 +128,7 @@ std::vector<CampaignRun> run_fault_campaign(
     CampaignRun& run = runs[i];
     Scenario s = scenario;
     for (const FaultSpec& f : link_events(run.faults)) s.faults.push_back(f);
+    s.memory_faults = memory_faults(run.faults);
     try {
       run.result = run_scenario(s, options);
       run.findings = findings_of(*run.result);

@@ -39,11 +39,17 @@ const char* to_string(FaultPlan::Kind kind) {
       return "link_degraded";
     case FaultPlan::Kind::kNicLost:
       return "nic_lost";
+    case FaultPlan::Kind::kDeviceOom:
+      return "device_oom";
   }
   return "?";
 }
 
 std::string DrawnFault::describe() const {
+  if (kind == FaultPlan::Kind::kDeviceOom) {
+    const std::string who = target.rfind("node ", 0) == 0 ? target + "'s devices" : target;
+    return who + " out of memory from " + seconds(at) + " to " + seconds(until);
+  }
   const std::string where = target.rfind("node ", 0) == 0 ? target + "'s " + ports : target;
   switch (kind) {
     case FaultPlan::Kind::kLinkDown:
@@ -56,6 +62,8 @@ std::string DrawnFault::describe() const {
     }
     case FaultPlan::Kind::kNicLost:
       return where + " lost (down for good) at " + seconds(at);
+    case FaultPlan::Kind::kDeviceOom:
+      break;  // above
   }
   return where;
 }
@@ -89,27 +97,58 @@ std::vector<FaultTarget> fault_targets(const model::Topology& topo, const std::v
     }
     if (links.empty()) continue;
     if (per_nic) {
-      for (const std::string& link : links) out.push_back({link, {link}, ""});
+      for (const std::string& link : links) out.push_back({link, {link}, "", {}});
     } else {
-      out.push_back({"node " + std::to_string(n), links, ports});
+      out.push_back({"node " + std::to_string(n), links, ports, {}});
+    }
+  }
+  return out;
+}
+
+std::vector<FaultTarget> device_targets(const model::Topology& topo, const std::vector<int>& nodes,
+                                        bool per_device) {
+  const int dpn = topo.spec().devices_per_node;
+  std::vector<FaultTarget> out;
+  for (const int n : std::set<int>(nodes.begin(), nodes.end())) {
+    (void)topo.node_nics(n);  // checks the node
+    if (per_device) {
+      for (int d = 0; d < dpn; ++d) {
+        out.push_back({"device n" + std::to_string(n) + "d" + std::to_string(d), {}, "", {n * dpn + d}});
+      }
+    } else {
+      FaultTarget t{"node " + std::to_string(n), {}, "devices", {}};
+      for (int d = 0; d < dpn; ++d) t.devices.push_back(n * dpn + d);
+      out.push_back(std::move(t));
     }
   }
   return out;
 }
 
 std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
-                                    const std::vector<FaultTarget>& targets) {
-  if (targets.empty()) throw std::invalid_argument("--faults: the run's nodes have no NIC to fail");
+                                    const std::vector<FaultTarget>& targets,
+                                    const std::vector<FaultTarget>& devices) {
   if (plan.kinds.empty()) throw std::invalid_argument("fault_plan.kinds: no kinds");
+  const auto has = [&](FaultPlan::Kind k) {
+    return std::find(plan.kinds.begin(), plan.kinds.end(), k) != plan.kinds.end();
+  };
+  if (targets.empty() && (has(FaultPlan::Kind::kLinkDown) || has(FaultPlan::Kind::kLinkDegraded) ||
+                          has(FaultPlan::Kind::kNicLost))) {
+    throw std::invalid_argument("--faults: the run's nodes have no NIC to fail");
+  }
+  if (devices.empty() && has(FaultPlan::Kind::kDeviceOom)) {
+    throw std::invalid_argument("--faults: the run's nodes have no device to fail");
+  }
   std::mt19937_64 rng(seed);
   std::vector<DrawnFault> drawn;
   for (int i = 0; i < plan.count; ++i) {
     DrawnFault f;
     f.kind = plan.kinds[rng() % plan.kinds.size()];
-    const FaultTarget& t = targets[rng() % targets.size()];
+    const std::vector<FaultTarget>& pool = f.kind == FaultPlan::Kind::kDeviceOom ? devices : targets;
+    const FaultTarget& t = pool[rng() % pool.size()];
     f.target = t.name;
     f.ports = t.ports;
     f.links = t.links;
+    f.devices = t.devices;
     f.at = draw_between(rng, plan.window_first, plan.window_last);
     const model::SimTime duration = draw_between(rng, plan.duration_first, plan.duration_last);
     f.until = f.kind == FaultPlan::Kind::kNicLost ? 0 : f.at + duration;
@@ -121,19 +160,21 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   });
   // One target's faults never overlap: an event ending one would end the other early. A fault
   // after a NIC is lost for good would bring it back, so it is dropped.
+  // A node's memory and its links are different targets.
   std::map<std::string, model::SimTime> busy_until;  // 0 after a loss: never free again
   std::set<std::string> lost;
   std::vector<DrawnFault> out;
   for (DrawnFault f : drawn) {
-    if (lost.count(f.target) != 0) continue;
-    const auto it = busy_until.find(f.target);
+    const std::string key = (f.kind == FaultPlan::Kind::kDeviceOom ? "memory " : "") + f.target;
+    if (lost.count(key) != 0) continue;
+    const auto it = busy_until.find(key);
     if (it != busy_until.end() && it->second > f.at) {
       const model::SimTime shift = it->second - f.at;
       f.at += shift;
       if (f.until != 0) f.until += shift;
     }
-    if (f.kind == FaultPlan::Kind::kNicLost) lost.insert(f.target);
-    busy_until[f.target] = f.until;
+    if (f.kind == FaultPlan::Kind::kNicLost) lost.insert(key);
+    busy_until[key] = f.until;
     out.push_back(std::move(f));
   }
   std::stable_sort(out.begin(), out.end(), [](const DrawnFault& a, const DrawnFault& b) {
@@ -142,9 +183,19 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   return out;
 }
 
+std::vector<MemoryFaultSpec> memory_faults(const std::vector<DrawnFault>& faults) {
+  std::vector<MemoryFaultSpec> out;
+  for (const DrawnFault& f : faults) {
+    if (f.kind != FaultPlan::Kind::kDeviceOom) continue;
+    for (const int d : f.devices) out.push_back({d, f.at, f.until});
+  }
+  return out;
+}
+
 std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults) {
   std::vector<FaultSpec> out;
   for (const DrawnFault& f : faults) {
+    if (f.kind == FaultPlan::Kind::kDeviceOom) continue;
     for (const std::string& link : f.links) {
       FaultSpec start{link, f.at, {}};
       if (f.kind == FaultPlan::Kind::kLinkDegraded) {

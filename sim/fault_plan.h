@@ -19,6 +19,13 @@ struct FaultSpec {
   model::LinkEvent event;
 };
 
+/// A device whose HBM allocations fail from `from` to `until` (a drawn device_oom).
+struct MemoryFaultSpec {
+  int device = 0;
+  model::SimTime from = 0;
+  model::SimTime until = 0;
+};
+
 /// What a seed may draw (scenario key fault_plan; every field has a default). The same kinds as
 /// `kvsim launch --faults` (python/kvsim/launch/faults.py), plus a NIC that never comes back.
 struct FaultPlan {
@@ -26,6 +33,7 @@ struct FaultPlan {
     kLinkDown,      ///< down for a drawn duration, then up
     kLinkDegraded,  ///< at `factor` of its bandwidth for a drawn duration
     kNicLost,       ///< down from a drawn time to the end of the run
+    kDeviceOom,     ///< a node's (or one device's) HBM full for a drawn duration
   };
   std::vector<Kind> kinds{Kind::kLinkDown, Kind::kLinkDegraded};
   model::SimTime window_first = 0;  ///< a fault starts in [first, last]
@@ -37,7 +45,7 @@ struct FaultPlan {
   bool per_nic = false;  ///< scope "nic": one NIC; "node" (default): every NIC of a node
 };
 
-/// "link_down", "link_degraded", "nic_lost".
+/// "link_down", "link_degraded", "nic_lost", "device_oom".
 const char* to_string(FaultPlan::Kind kind);
 
 /// What one fault may hit: a node's NICs (scope node) or one NIC (scope nic), and where the run's
@@ -46,6 +54,7 @@ struct FaultTarget {
   std::string name;                ///< "node 1" or a link name ("roce n1d3", "ub n1d3")
   std::vector<std::string> links;  ///< the topology's links it takes down or degrades
   std::string ports = "NICs";      ///< scope node: what its links are, for describe()
+  std::vector<int> devices = {};   ///< a device_oom target's devices (device_targets)
 };
 
 /// One drawn fault.
@@ -54,6 +63,7 @@ struct DrawnFault {
   std::string target;
   std::string ports = "NICs";  ///< what a node target's links are ("NICs and UB ports")
   std::vector<std::string> links;
+  std::vector<int> devices;  ///< kDeviceOom: whose HBM
   model::SimTime at = 0;
   model::SimTime until = 0;  ///< kNicLost: never back (0)
   double factor = 1;
@@ -67,14 +77,24 @@ struct DrawnFault {
 std::vector<FaultTarget> fault_targets(const model::Topology& topo, const std::vector<int>& nodes,
                                        bool per_nic);
 
+/// What a device_oom may hit on `nodes`: each node's devices ("node 1"), or with `per_device` each
+/// device ("device n1d3").
+std::vector<FaultTarget> device_targets(const model::Topology& topo, const std::vector<int>& nodes,
+                                        bool per_device);
+
 /// The faults of one seed, in time order: the same plan, seed and targets give the same faults on
 /// every machine (a 64-bit Mersenne Twister, integer draws). Faults on one target never overlap:
-/// one that would starts when the earlier one ends. Throws std::invalid_argument with no target.
+/// one that would starts when the earlier one ends. device_oom draws from `devices`, the other
+/// kinds from `targets` (a plan without device_oom draws as it did before it existed). Throws
+/// std::invalid_argument when a kind has no target.
 std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
-                                    const std::vector<FaultTarget>& targets);
+                                    const std::vector<FaultTarget>& targets,
+                                    const std::vector<FaultTarget>& devices = {});
 
 /// The link events that make `faults` happen.
 std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults);
+/// The memory faults that make `faults`' device_oom happen.
+std::vector<MemoryFaultSpec> memory_faults(const std::vector<DrawnFault>& faults);
 
 /// "7", "1-20" or "1,4,9-12" as seeds, at most 10,000; std::invalid_argument naming --faults and
 /// the rule otherwise.

@@ -54,6 +54,9 @@ class Run {
   }
 
   RunResult go() {
+    for (const MemoryFaultSpec& m : s_.memory_faults) {  // before the caches are allocated
+      world_.platform().add_memory_fault(m.device, m.from, m.until);
+    }
     setup();
     for (const FaultSpec& f : s_.faults) world_.fabric().schedule_link_event(f.link, f.at, f.event);
     world_.platform().spawn("serve", [this] { serve(); });

@@ -289,7 +289,7 @@ FaultPlan read_fault_plan(YamlReader& top) {
     if (!list.IsSequence() || list.size() == 0) {
       r.fail(list, r.qualified("kinds"),
              "must be a non-empty list of link_down, link_degraded, "
-             "nic_lost");
+             "nic_lost, device_oom");
     }
     plan.kinds.clear();
     for (const YAML::Node& k : list) {
@@ -300,9 +300,12 @@ FaultPlan read_fault_plan(YamlReader& top) {
         plan.kinds.push_back(FaultPlan::Kind::kLinkDegraded);
       else if (name == "nic_lost")
         plan.kinds.push_back(FaultPlan::Kind::kNicLost);
+      else if (name == "device_oom")
+        plan.kinds.push_back(FaultPlan::Kind::kDeviceOom);
       else
         r.fail(k, r.qualified("kinds"),
-               "has '" + name + "': the kinds are link_down, link_degraded and nic_lost");
+               "has '" + name +
+                   "': the kinds are link_down, link_degraded, nic_lost and device_oom");
     }
   }
   if (r.has("window")) std::tie(plan.window_first, plan.window_last) = time_range(r, "window");

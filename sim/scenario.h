@@ -102,6 +102,8 @@ struct Scenario {
   int prompt_node = 0;
   int decode_node = 1;
   std::vector<FaultSpec> faults;
+  /// Devices whose allocations fail for a while (set by a fault campaign's device_oom draws).
+  std::vector<MemoryFaultSpec> memory_faults;
   /// What `kvsim run --faults SEEDS` draws from (a fault_plan: section), if given.
   std::optional<FaultPlan> fault_plan;
   /// Set for serving studies (an `instances:` section); else the single-request runner.

@@ -111,6 +111,9 @@ class Serving {
   RunResult go() {
     // Faults first: one at the start meets the engines' link handshakes.
     for (const FaultSpec& f : s_.faults) world_.fabric().schedule_link_event(f.link, f.at, f.event);
+    for (const MemoryFaultSpec& m : s_.memory_faults) {
+      world_.platform().add_memory_fault(m.device, m.from, m.until);
+    }
     setup();
     busy_ = 1;  // the arrivals job
     world_.platform().spawn("arrivals", [this] { arrivals(); });
@@ -245,19 +248,17 @@ class Serving {
       for (Instance& d : decode_)
         init_rank(d.ranks[r], d.name + "r" + std::to_string(r), decode_listens);
       for (Instance& p : prefill_) {
-        p.ranks[r].cache = allocate_and_register(
-            platform(), *p.ranks[r].dist, p.ranks[r].device, desc_, true,
-            layerwise()
-                ? std::nullopt
-                : std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{p.ranks[r].cluster, 0}));
+        p.ranks[r].cache = allocate_with_retries(
+            p.ranks[r], layerwise() ? std::nullopt
+                                    : std::optional<impl::BlocksCacheKey>(
+                                          impl::BlocksCacheKey{p.ranks[r].cluster, 0}));
       }
       for (Instance& d : decode_) {
         // push_blocks names the destination by its BlocksCacheKey.
-        d.ranks[r].cache = allocate_and_register(
-            platform(), *d.ranks[r].dist, d.ranks[r].device, desc_, true,
-            pushes()
-                ? std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{d.ranks[r].cluster, 0})
-                : std::nullopt);
+        d.ranks[r].cache = allocate_with_retries(
+            d.ranks[r], pushes() ? std::optional<impl::BlocksCacheKey>(
+                                       impl::BlocksCacheKey{d.ranks[r].cluster, 0})
+                                 : std::nullopt);
       }
       for (Instance& p : prefill_) {
         for (Instance& d : decode_) {
@@ -297,6 +298,20 @@ class Serving {
       r.arrival = q.arrival;
       r.checked = stride > 0 && i % stride == 0;
       last_arrival_ = std::max(last_arrival_, q.arrival);
+    }
+  }
+
+  // A rank's paged cache; a careful engine (serving.recovery.retries) allocates again after a
+  // pause when its device is out of memory for a while (a device_oom fault at start-up).
+  impl::CacheView allocate_with_retries(RankEngine& k,
+                                        const std::optional<impl::BlocksCacheKey>& key) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        return allocate_and_register(platform(), *k.dist, k.device, desc_, true, key);
+      } catch (const std::runtime_error&) {
+        if (attempt >= v_.recovery.retries) throw;
+        platform().sleep(v_.recovery.pause);
+      }
     }
   }
 

@@ -251,6 +251,61 @@ TEST(FaultCampaign, ALinkDownDuringTheHandshakesStopsACarelessEngineAndNotACaref
   }
 }
 
+TEST(FaultCampaign, AFullHbmAtStartUpStopsACarelessEngineAndNotOneThatAllocatesAgain) {
+  for (const bool careful : {false, true}) {
+    std::vector<ScenarioOverride> sets;
+    if (careful) sets = {{"serving.recovery.retries", "5"}};
+    Scenario s = load_scenario(kCampaign, sets);
+    s.fault_plan->kinds = {FaultPlan::Kind::kDeviceOom};
+    s.fault_plan->window_first = s.fault_plan->window_last = 0;
+    s.fault_plan->duration_first = s.fault_plan->duration_last = 10 * model::kMs;
+    const auto runs = campaign_in_temp(s, {1, 2});
+    ASSERT_EQ(runs.size(), 3u);
+    for (std::size_t i = 1; i < runs.size(); ++i) {
+      ASSERT_EQ(runs[i].faults.size(), 1u);
+      EXPECT_EQ(runs[i].faults[0].describe().find("'s devices out of memory from t=0.000000 s to "
+                                                  "t=0.010000 s"),
+                6u)
+          << runs[i].faults[0].describe();
+      if (careful) {
+        EXPECT_TRUE(runs[i].findings.empty()) << runs[i].findings[0];
+        ASSERT_TRUE(runs[i].result);
+        EXPECT_EQ(runs[i].result->requests.size(), runs[0].result->requests.size());
+      } else {
+        ASSERT_EQ(runs[i].findings.size(), 1u);
+        EXPECT_NE(runs[i].findings[0].find("KV cache does not fit in HBM"), std::string::npos)
+            << runs[i].findings[0];
+      }
+    }
+  }
+}
+
+TEST(FaultPlan, DeviceOomDrawsANodesDevicesOrOneAndLeavesOtherPlansDrawsAsTheyWere) {
+  model::FluidNetwork net;
+  const model::Topology topo(model::load_preset("atlas-a2", {}), net);
+  const std::vector<FaultTarget> nodes = device_targets(topo, {1, 0, 1}, false);
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[1].name, "node 1");
+  EXPECT_EQ(nodes[1].devices, (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  const std::vector<FaultTarget> one = device_targets(topo, {1}, true);
+  ASSERT_EQ(one.size(), 8u);
+  EXPECT_EQ(one[3].name, "device n1d3");
+  EXPECT_EQ(one[3].devices, (std::vector<int>{11}));
+  FaultPlan plan;
+  plan.kinds = {FaultPlan::Kind::kDeviceOom};
+  plan.count = 6;
+  const auto drawn = draw_faults(plan, 9, {}, nodes);
+  const auto specs = memory_faults(drawn);
+  EXPECT_EQ(specs.size(), 6u * 8u);
+  EXPECT_TRUE(link_events(drawn).empty());
+  EXPECT_THROW(draw_faults(plan, 9, two_nodes(), {}), std::invalid_argument);
+  const FaultPlan links;  // link kinds: the same draws with or without device targets
+  const auto a = draw_faults(links, 4, two_nodes());
+  const auto b = draw_faults(links, 4, two_nodes(), nodes);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].describe(), b[i].describe());
+}
+
 class CarefulEngine : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CarefulEngine, RelinkingAndRetryingHandlesEverySeedWithTheBytesIntact) {
