@@ -25,6 +25,16 @@ namespace {
 const std::string kCampaign =
     std::string(KVSIM_SOURCE_DIR) + "/scenarios/serving/a2-1p1d-link-faults.yaml";
 
+// A small 1P1D serving scenario, for plans and overrides to be added to.
+const std::string kServingBase = R"(question: q
+hardware: {preset: atlas-a2}
+model: {name: llama-3-70b, tensor_parallel: 8, dtype: bf16}
+cache: {layout: paged, block_tokens: 128}
+workload: {requests: 2, interval: 1s, prompt_tokens: 1024, output_tokens: 4}
+transfer: {method: pull_blocks, api: 2}
+instances: {prefill: 1 x TP8, decode: 1 x TP8}
+)";
+
 std::vector<FaultTarget> two_nodes() {
   return {{"node 0", {"roce n0d0", "roce n0d1"}}, {"node 1", {"roce n1d0", "roce n1d1"}}};
 }
@@ -93,14 +103,7 @@ TEST(FaultPlan, SeedListsParseAndBadOnesNameTheOption) {
 }
 
 TEST(FaultPlan, BadPlansAndRecoveriesFailWithFileLineAndKey) {
-  const std::string base = R"(question: q
-hardware: {preset: atlas-a2}
-model: {name: llama-3-70b, tensor_parallel: 8, dtype: bf16}
-cache: {layout: paged, block_tokens: 128}
-workload: {requests: 2, interval: 1s, prompt_tokens: 1024, output_tokens: 4}
-transfer: {method: pull_blocks, api: 2}
-instances: {prefill: 1 x TP8, decode: 1 x TP8}
-)";
+  const std::string& base = kServingBase;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"fault_plan: {kinds: [link_flap]}\n", "<t>:8: key 'fault_plan.kinds'"},
       {"fault_plan: {window: [2s, 1s]}\n", "key 'fault_plan.window' must have FIRST <= LAST"},
@@ -153,15 +156,7 @@ TEST(FaultPlan, WhereNodesShareAScaleUpPlaneANodeFaultTakesItsPortsIntoItToo) {
 }
 
 TEST(FaultPlan, SetGivesListsAndMappingsAsYamlAndNamesTheLineOfTheKeyItReplaces) {
-  const std::string base = R"(question: q
-hardware: {preset: atlas-a2}
-model: {name: llama-3-70b, tensor_parallel: 8, dtype: bf16}
-cache: {layout: paged, block_tokens: 128}
-workload: {requests: 2, interval: 1s, prompt_tokens: 1024, output_tokens: 4}
-transfer: {method: pull_blocks, api: 2}
-instances: {prefill: 1 x TP8, decode: 1 x TP8}
-fault_plan: {kinds: [link_down]}
-)";
+  const std::string base = kServingBase + "fault_plan: {kinds: [link_down]}\n";
   const Scenario s =
       parse_scenario(base, "<t>", {{"fault_plan.kinds", "[nic_lost, link_degraded]"}});
   ASSERT_TRUE(s.fault_plan);
@@ -228,15 +223,22 @@ TEST(FaultCampaign, RetriesOnTheLinkTheLibraryLeftUnusableDoNotHelp) {
   }
 }
 
+// Seeds 1-2 of the shipped scenario, `sets` applied, each with one fault of `kind` from t=0 for
+// `duration`: what the engines meet while they start up.
+std::vector<CampaignRun> fault_at_start(FaultPlan::Kind kind, model::SimTime duration,
+                                        const std::vector<ScenarioOverride>& sets) {
+  Scenario s = load_scenario(kCampaign, sets);
+  s.fault_plan->kinds = {kind};
+  s.fault_plan->window_first = s.fault_plan->window_last = 0;
+  s.fault_plan->duration_first = s.fault_plan->duration_last = duration;
+  return campaign_in_temp(s, {1, 2});
+}
+
 TEST(FaultCampaign, ALinkDownDuringTheHandshakesStopsACarelessEngineAndNotACarefulOne) {
   for (const bool careful : {false, true}) {
     std::vector<ScenarioOverride> sets;
     if (careful) sets = {{"serving.recovery.retries", "20"}, {"serving.recovery.relink", "true"}};
-    Scenario s = load_scenario(kCampaign, sets);
-    s.fault_plan->kinds = {FaultPlan::Kind::kLinkDown};
-    s.fault_plan->window_first = s.fault_plan->window_last = 0;
-    s.fault_plan->duration_first = s.fault_plan->duration_last = 30 * model::kMs;
-    const auto runs = campaign_in_temp(s, {1, 2});
+    const auto runs = fault_at_start(FaultPlan::Kind::kLinkDown, 30 * model::kMs, sets);
     ASSERT_EQ(runs.size(), 3u);
     for (std::size_t i = 1; i < runs.size(); ++i) {
       if (careful) {
@@ -255,11 +257,7 @@ TEST(FaultCampaign, AFullHbmAtStartUpStopsACarelessEngineAndNotOneThatAllocatesA
   for (const bool careful : {false, true}) {
     std::vector<ScenarioOverride> sets;
     if (careful) sets = {{"serving.recovery.retries", "5"}};
-    Scenario s = load_scenario(kCampaign, sets);
-    s.fault_plan->kinds = {FaultPlan::Kind::kDeviceOom};
-    s.fault_plan->window_first = s.fault_plan->window_last = 0;
-    s.fault_plan->duration_first = s.fault_plan->duration_last = 10 * model::kMs;
-    const auto runs = campaign_in_temp(s, {1, 2});
+    const auto runs = fault_at_start(FaultPlan::Kind::kDeviceOom, 10 * model::kMs, sets);
     ASSERT_EQ(runs.size(), 3u);
     for (std::size_t i = 1; i < runs.size(); ++i) {
       ASSERT_EQ(runs[i].faults.size(), 1u);
