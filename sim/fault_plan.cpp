@@ -113,7 +113,8 @@ std::vector<FaultTarget> device_targets(const model::Topology& topo, const std::
     (void)topo.node_nics(n);  // checks the node
     if (per_device) {
       for (int d = 0; d < dpn; ++d) {
-        out.push_back({"device n" + std::to_string(n) + "d" + std::to_string(d), {}, "", {n * dpn + d}});
+        out.push_back(
+            {"device n" + std::to_string(n) + "d" + std::to_string(d), {}, "", {n * dpn + d}});
       }
     } else {
       FaultTarget t{"node " + std::to_string(n), {}, "devices", {}};
@@ -143,7 +144,8 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   for (int i = 0; i < plan.count; ++i) {
     DrawnFault f;
     f.kind = plan.kinds[rng() % plan.kinds.size()];
-    const std::vector<FaultTarget>& pool = f.kind == FaultPlan::Kind::kDeviceOom ? devices : targets;
+    const std::vector<FaultTarget>& pool =
+        f.kind == FaultPlan::Kind::kDeviceOom ? devices : targets;
     const FaultTarget& t = pool[rng() % pool.size()];
     f.target = t.name;
     f.ports = t.ports;

@@ -303,9 +303,9 @@ FaultPlan read_fault_plan(YamlReader& top) {
       else if (name == "device_oom")
         plan.kinds.push_back(FaultPlan::Kind::kDeviceOom);
       else
-        r.fail(k, r.qualified("kinds"),
-               "has '" + name +
-                   "': the kinds are link_down, link_degraded, nic_lost and device_oom");
+        r.fail(
+            k, r.qualified("kinds"),
+            "has '" + name + "': the kinds are link_down, link_degraded, nic_lost and device_oom");
     }
   }
   if (r.has("window")) std::tie(plan.window_first, plan.window_last) = time_range(r, "window");

@@ -70,9 +70,9 @@ const char* to_string(TransferMethod method);
 
 /// A parsed scenario.
 struct Scenario {
-  std::string origin;    ///< file path or "<text>"
+  std::string origin;                                    ///< file path or "<text>"
   std::vector<std::pair<std::string, std::string>> set;  ///< the --set overrides it was read with
-  std::string question;  ///< the question this scenario answers
+  std::string question;                                  ///< the question this scenario answers
   std::string preset;
   std::vector<model::Override> hardware_overrides;
   LlmModel model;

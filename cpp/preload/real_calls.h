@@ -26,15 +26,15 @@ F* real(const char* name) {
 /// The real `fn` for the signal wrappers, which ThreadSanitizer's start-up calls before it has a
 /// thread state: a constant-initialised atomic, not a guarded static, since TSan's
 /// __cxa_guard_release interceptor crashes there.
-#define KVSIM_REAL_EARLY(fn)                                                    \
-  ([] {                                                                         \
-    static std::atomic<decltype(::fn)*> next{nullptr};                          \
-    auto* f = next.load(std::memory_order_acquire);                             \
-    if (f == nullptr) {                                                         \
-      f = ::kvsim::cpp::preload::real<decltype(::fn)>(#fn);                     \
-      next.store(f, std::memory_order_release);                                 \
-    }                                                                           \
-    return f;                                                                   \
+#define KVSIM_REAL_EARLY(fn)                                \
+  ([] {                                                     \
+    static std::atomic<decltype(::fn)*> next{nullptr};      \
+    auto* f = next.load(std::memory_order_acquire);         \
+    if (f == nullptr) {                                     \
+      f = ::kvsim::cpp::preload::real<decltype(::fn)>(#fn); \
+      next.store(f, std::memory_order_release);             \
+    }                                                       \
+    return f;                                               \
   }())
 
 /// True in a launched program (not in a child it forked, nor in any other program), on one of

@@ -100,8 +100,8 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
   Start* start = nullptr;
   if (tsan) {  // wraps the program's routine, which TSan's start routine calls after its set-up
     auto* param = static_cast<TsanThreadParam*>(arg);
-    start = new Start{param->callback, param->param, slot,
-                      kvsim::cpp::preload::hb::release_stamp()};
+    start =
+        new Start{param->callback, param->param, slot, kvsim::cpp::preload::hb::release_stamp()};
     param->callback = start_announced;
     param->param = start;
     rc = KVSIM_REAL(pthread_create)(thread, attr, fn, arg);

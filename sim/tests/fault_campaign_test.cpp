@@ -161,7 +161,7 @@ TEST(FaultPlan, SetGivesListsAndMappingsAsYamlAndNamesTheLineOfTheKeyItReplaces)
       parse_scenario(base, "<t>", {{"fault_plan.kinds", "[nic_lost, link_degraded]"}});
   ASSERT_TRUE(s.fault_plan);
   EXPECT_EQ(s.fault_plan->kinds, (std::vector<FaultPlan::Kind>{FaultPlan::Kind::kNicLost,
-                                                                FaultPlan::Kind::kLinkDegraded}));
+                                                               FaultPlan::Kind::kLinkDegraded}));
   const Scenario m = parse_scenario(base, "<t>", {{"fault_plan", "{kinds: [nic_lost], count: 3}"}});
   ASSERT_TRUE(m.fault_plan);
   EXPECT_EQ(m.fault_plan->count, 3);
