@@ -286,8 +286,7 @@ void SystemcPlatform::spawn_job(int process, const std::string& name, std::funct
         }
         try {
           job();
-        } catch (const JobsEnd&) {  // end_jobs: its stack is unwound, it counted as finished
-          return;
+        } catch (const JobsEnd&) {  // end_jobs: its stack is unwound, it ends here
         } catch (const std::exception& e) {
           job_failures_.push_back(unique + ": " + e.what());
         } catch (...) {
@@ -320,7 +319,8 @@ void SystemcPlatform::job_wait(const std::function<void()>& wait, const char* wh
       for (;;) sc_core::wait();
     }
   } catch (const JobsEnd&) {
-    if (dead_jobs_.erase(key) == 0) ++finished_;  // a killed process's job was counted then
+    // A killed process's job was counted as finished then; it is counted when it ends now.
+    if (dead_jobs_.erase(key) != 0) --finished_;
     blocked_.erase(key);
     if (hooks_.enter) hooks_.enter(token);
     throw;

@@ -230,6 +230,15 @@ TEST_F(PlatformTest, EndJobsUnwindsEverySuspendedJobSoThatItsFramesAreFreed) {
     platform_->sleep(kForever / 2);
     ++ran_on;
   });
+  int swallowed = 0;
+  platform_->spawn("swallower", [&] {  // code that catches everything, then returns
+    Frame f{unwound};
+    try {
+      (void)forever->wait_for(kForever);
+    } catch (...) {
+      ++swallowed;
+    }
+  });
   platform_->spawn_as(victim, "dead", [&] {
     Frame f{unwound};
     (void)forever->wait_for(kForever);  // its process is killed while it waits
@@ -241,13 +250,14 @@ TEST_F(PlatformTest, EndJobsUnwindsEverySuspendedJobSoThatItsFramesAreFreed) {
   });
   (void)forever->wait_for(2 * kUs);
   EXPECT_EQ(unwound, 0);
-  EXPECT_EQ(platform_->blocked_jobs().size(), 2u);
+  EXPECT_EQ(platform_->blocked_jobs().size(), 3u);
   platform_->end_jobs();
-  EXPECT_EQ(unwound, 3);
+  EXPECT_EQ(unwound, 4);
+  EXPECT_EQ(swallowed, 1);
   EXPECT_EQ(caught_as_error, 0);
   EXPECT_EQ(ran_on, 0);
   EXPECT_TRUE(platform_->blocked_jobs().empty());
-  EXPECT_EQ(platform_->live_jobs(), 0u);
+  EXPECT_EQ(platform_->live_jobs(), 0u);  // each job counted once as it ended
 }
 
 TEST_F(PlatformTest, AddressingFollowsThePreset) {
