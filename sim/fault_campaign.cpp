@@ -38,6 +38,12 @@ int retries_of(const RunResult& r) {
   return n;
 }
 
+int recomputes_of(const RunResult& r) {
+  int n = 0;
+  for (const RequestResult& q : r.requests) n += q.recomputes;
+  return n;
+}
+
 std::size_t lost_of(const RunResult& r) {
   std::size_t n = 0;
   for (const RequestResult& q : r.requests) n += q.ok ? 0 : 1;
@@ -108,6 +114,15 @@ std::vector<CampaignRun> run_fault_campaign(
   }
   std::vector<FaultTarget> targets;
   std::vector<FaultTarget> devices;
+  std::vector<FaultTarget> processes;
+  if (scenario.serving) {
+    const std::vector<std::string>& allowed = scenario.fault_plan->processes;
+    for (const std::string& name : serving::instance_names(scenario)) {
+      if (allowed.empty() || std::find(allowed.begin(), allowed.end(), name) != allowed.end()) {
+        processes.push_back({name, {}, "", {}});
+      }
+    }
+  }
   {
     const model::TopologySpec spec =
         model::load_preset(scenario.preset, scenario.hardware_overrides);
@@ -120,7 +135,7 @@ std::vector<CampaignRun> run_fault_campaign(
   for (std::size_t i = 0; i < seeds.size(); ++i) {
     runs[i + 1].seed = seeds[i];
     // Drawn up front, so that a plan that cannot draw fails before anything runs.
-    runs[i + 1].faults = draw_faults(*scenario.fault_plan, seeds[i], targets, devices);
+    runs[i + 1].faults = draw_faults(*scenario.fault_plan, seeds[i], targets, devices, processes);
   }
   RunOptions options;
   options.trace = false;
@@ -129,6 +144,7 @@ std::vector<CampaignRun> run_fault_campaign(
     Scenario s = scenario;
     for (const FaultSpec& f : link_events(run.faults)) s.faults.push_back(f);
     s.memory_faults = memory_faults(run.faults);
+    s.process_faults = process_faults(run.faults);
     try {
       run.result = run_scenario(s, options);
       run.findings = findings_of(*run.result);
@@ -162,8 +178,8 @@ CampaignSummary summarise(const Scenario& scenario, const std::vector<CampaignRu
 std::string campaign_markdown(const Scenario& scenario, const std::vector<CampaignRun>& runs) {
   std::string md = "# Fault campaign: " + scenario.origin + "\n\n" + scenario.question + "\n\n";
   const char* what = scenario.serving ? "SLOs met" : "requests ok";
-  md += std::string("| run | faults | lost | retries | relinks | ") + what +
-        " | TTFT p99 | verdict |\n|---|---|---|---|---|---|---|---|\n";
+  md += std::string("| run | faults | lost | retries | relinks | recomputed | ") + what +
+        " | TTFT p99 | verdict |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const CampaignRun& run : runs) {
     std::string faults;
     for (const DrawnFault& f : run.faults) faults += (faults.empty() ? "" : "; ") + f.describe();
@@ -172,10 +188,11 @@ std::string campaign_markdown(const Scenario& scenario, const std::vector<Campai
     if (run.result) {
       md += std::to_string(lost_of(*run.result)) + " | " + std::to_string(retries_of(*run.result)) +
             " | " + std::to_string(run.result->relinks) + " | " +
+            std::to_string(recomputes_of(*run.result)) + " | " +
             percent(attainment(scenario, *run.result)) + " | " + millis(ttft_p99_us(*run.result)) +
             " | ";
     } else {
-      md += "- | - | - | - | - | ";
+      md += "- | - | - | - | - | - | ";
     }
     md += run.findings.empty() ? "handled" : "UNHANDLED";
     md += " |\n";
@@ -219,6 +236,8 @@ std::string campaign_json(const Scenario& scenario, const std::vector<CampaignRu
       r["lost"] = lost_of(*run.result);
       r["retries"] = retries_of(*run.result);
       r["relinks"] = run.result->relinks;
+      r["recomputes"] = recomputes_of(*run.result);
+      r["restarts"] = run.result->restarts;
       r["attainment"] = attainment(scenario, *run.result);
       r["ttft_p99_us"] = ttft_p99_us(*run.result);
     }

@@ -41,6 +41,8 @@ const char* to_string(FaultPlan::Kind kind) {
       return "nic_lost";
     case FaultPlan::Kind::kDeviceOom:
       return "device_oom";
+    case FaultPlan::Kind::kProcessKilled:
+      return "process_killed";
   }
   return "?";
 }
@@ -49,6 +51,9 @@ std::string DrawnFault::describe() const {
   if (kind == FaultPlan::Kind::kDeviceOom) {
     const std::string who = target.rfind("node ", 0) == 0 ? target + "'s devices" : target;
     return who + " out of memory from " + seconds(at) + " to " + seconds(until);
+  }
+  if (kind == FaultPlan::Kind::kProcessKilled) {
+    return target + " killed at " + seconds(at) + ", restarted at " + seconds(until);
   }
   const std::string where = target.rfind("node ", 0) == 0 ? target + "'s " + ports : target;
   switch (kind) {
@@ -63,6 +68,7 @@ std::string DrawnFault::describe() const {
     case FaultPlan::Kind::kNicLost:
       return where + " lost (down for good) at " + seconds(at);
     case FaultPlan::Kind::kDeviceOom:
+    case FaultPlan::Kind::kProcessKilled:
       break;  // above
   }
   return where;
@@ -127,7 +133,8 @@ std::vector<FaultTarget> device_targets(const model::Topology& topo, const std::
 
 std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
                                     const std::vector<FaultTarget>& targets,
-                                    const std::vector<FaultTarget>& devices) {
+                                    const std::vector<FaultTarget>& devices,
+                                    const std::vector<FaultTarget>& processes) {
   if (plan.kinds.empty()) throw std::invalid_argument("fault_plan.kinds: no kinds");
   const auto has = [&](FaultPlan::Kind k) {
     return std::find(plan.kinds.begin(), plan.kinds.end(), k) != plan.kinds.end();
@@ -139,13 +146,19 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   if (devices.empty() && has(FaultPlan::Kind::kDeviceOom)) {
     throw std::invalid_argument("--faults: the run's nodes have no device to fail");
   }
+  if (processes.empty() && has(FaultPlan::Kind::kProcessKilled)) {
+    throw std::invalid_argument(
+        "--faults: fault_plan.kinds has process_killed, which kills serving instances, and the "
+        "scenario has none (an instances: section makes a serving study)");
+  }
   std::mt19937_64 rng(seed);
   std::vector<DrawnFault> drawn;
   for (int i = 0; i < plan.count; ++i) {
     DrawnFault f;
     f.kind = plan.kinds[rng() % plan.kinds.size()];
-    const std::vector<FaultTarget>& pool =
-        f.kind == FaultPlan::Kind::kDeviceOom ? devices : targets;
+    const std::vector<FaultTarget>& pool = f.kind == FaultPlan::Kind::kDeviceOom       ? devices
+                                           : f.kind == FaultPlan::Kind::kProcessKilled ? processes
+                                                                                       : targets;
     const FaultTarget& t = pool[rng() % pool.size()];
     f.target = t.name;
     f.ports = t.ports;
@@ -167,7 +180,10 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   std::set<std::string> lost;
   std::vector<DrawnFault> out;
   for (DrawnFault f : drawn) {
-    const std::string key = (f.kind == FaultPlan::Kind::kDeviceOom ? "memory " : "") + f.target;
+    const std::string key = (f.kind == FaultPlan::Kind::kDeviceOom       ? "memory "
+                             : f.kind == FaultPlan::Kind::kProcessKilled ? "process "
+                                                                         : "") +
+                            f.target;
     if (lost.count(key) != 0) continue;
     const auto it = busy_until.find(key);
     if (it != busy_until.end() && it->second > f.at) {
@@ -194,10 +210,20 @@ std::vector<MemoryFaultSpec> memory_faults(const std::vector<DrawnFault>& faults
   return out;
 }
 
+std::vector<ProcessFaultSpec> process_faults(const std::vector<DrawnFault>& faults) {
+  std::vector<ProcessFaultSpec> out;
+  for (const DrawnFault& f : faults) {
+    if (f.kind == FaultPlan::Kind::kProcessKilled) out.push_back({f.target, f.at, f.until});
+  }
+  return out;
+}
+
 std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults) {
   std::vector<FaultSpec> out;
   for (const DrawnFault& f : faults) {
-    if (f.kind == FaultPlan::Kind::kDeviceOom) continue;
+    if (f.kind == FaultPlan::Kind::kDeviceOom || f.kind == FaultPlan::Kind::kProcessKilled) {
+      continue;
+    }
     for (const std::string& link : f.links) {
       FaultSpec start{link, f.at, {}};
       if (f.kind == FaultPlan::Kind::kLinkDegraded) {

@@ -26,14 +26,23 @@ struct MemoryFaultSpec {
   model::SimTime until = 0;
 };
 
+/// A serving instance killed at `at` (every rank's process, as SIGKILL would) and started again
+/// at `restart` (a drawn process_killed).
+struct ProcessFaultSpec {
+  std::string instance;  ///< "prefill0", "decode1"
+  model::SimTime at = 0;
+  model::SimTime restart = 0;
+};
+
 /// What a seed may draw (scenario key fault_plan; every field has a default). The same kinds as
 /// `kvsim launch --faults` (python/kvsim/launch/faults.py), plus a NIC that never comes back.
 struct FaultPlan {
   enum class Kind {
-    kLinkDown,      ///< down for a drawn duration, then up
-    kLinkDegraded,  ///< at `factor` of its bandwidth for a drawn duration
-    kNicLost,       ///< down from a drawn time to the end of the run
-    kDeviceOom,     ///< a node's (or one device's) HBM full for a drawn duration
+    kLinkDown,       ///< down for a drawn duration, then up
+    kLinkDegraded,   ///< at `factor` of its bandwidth for a drawn duration
+    kNicLost,        ///< down from a drawn time to the end of the run
+    kDeviceOom,      ///< a node's (or one device's) HBM full for a drawn duration
+    kProcessKilled,  ///< a serving instance killed, restarted after a drawn duration
   };
   std::vector<Kind> kinds{Kind::kLinkDown, Kind::kLinkDegraded};
   model::SimTime window_first = 0;  ///< a fault starts in [first, last]
@@ -43,9 +52,11 @@ struct FaultPlan {
   int count = 1;         ///< faults per seed
   double factor = 0.1;   ///< kLinkDegraded: the share of bandwidth left
   bool per_nic = false;  ///< scope "nic": one NIC; "node" (default): every NIC of a node
+  /// kProcessKilled: the instances that may die ("prefill0", ...); empty: any of them.
+  std::vector<std::string> processes;
 };
 
-/// "link_down", "link_degraded", "nic_lost", "device_oom".
+/// "link_down", "link_degraded", "nic_lost", "device_oom", "process_killed".
 const char* to_string(FaultPlan::Kind kind);
 
 /// What one fault may hit: a node's NICs (scope node) or one NIC (scope nic), and where the run's
@@ -65,7 +76,7 @@ struct DrawnFault {
   std::vector<std::string> links;
   std::vector<int> devices;  ///< kDeviceOom: whose HBM
   model::SimTime at = 0;
-  model::SimTime until = 0;  ///< kNicLost: never back (0)
+  model::SimTime until = 0;  ///< kNicLost: never back (0); kProcessKilled: its restart
   double factor = 1;
   /// "node 1's NICs down from t=0.041203 s to t=0.062001 s".
   std::string describe() const;
@@ -84,17 +95,21 @@ std::vector<FaultTarget> device_targets(const model::Topology& topo, const std::
 
 /// The faults of one seed, in time order: the same plan, seed and targets give the same faults on
 /// every machine (a 64-bit Mersenne Twister, integer draws). Faults on one target never overlap:
-/// one that would starts when the earlier one ends. device_oom draws from `devices`, the other
-/// kinds from `targets` (a plan without device_oom draws as it did before it existed). Throws
+/// one that would starts when the earlier one ends. device_oom draws from `devices`,
+/// process_killed from `processes` (serving instances, FaultTarget::name only), the other kinds
+/// from `targets` (a plan without those kinds draws as it did before they existed). Throws
 /// std::invalid_argument when a kind has no target.
 std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
                                     const std::vector<FaultTarget>& targets,
-                                    const std::vector<FaultTarget>& devices = {});
+                                    const std::vector<FaultTarget>& devices = {},
+                                    const std::vector<FaultTarget>& processes = {});
 
 /// The link events that make `faults` happen.
 std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults);
 /// The memory faults that make `faults`' device_oom happen.
 std::vector<MemoryFaultSpec> memory_faults(const std::vector<DrawnFault>& faults);
+/// The instance kills that make `faults`' process_killed happen.
+std::vector<ProcessFaultSpec> process_faults(const std::vector<DrawnFault>& faults);
 
 /// "7", "1-20" or "1,4,9-12" as seeds, at most 10,000; std::invalid_argument naming --faults and
 /// the rule otherwise.

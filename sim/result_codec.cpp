@@ -15,10 +15,26 @@ std::string encode_result(const RunResult& r) {
   j["schema"] = kResultSchema;
   auto& reqs = j["requests"] = nlohmann::json::array();
   for (const RequestResult& q : r.requests) {
-    reqs.push_back({q.id, q.prompt_tokens, q.arrival, q.prefill_start, q.transfer_start,
-                    q.prefill_end, q.transfer_end, q.bytes, q.ok, q.status, q.verified, q.checked,
-                    q.output_tokens, q.prefill_instance, q.decode_instance, q.decode_start,
-                    q.first_token, q.completion, q.retries});
+    reqs.push_back({q.id,
+                    q.prompt_tokens,
+                    q.arrival,
+                    q.prefill_start,
+                    q.transfer_start,
+                    q.prefill_end,
+                    q.transfer_end,
+                    q.bytes,
+                    q.ok,
+                    q.status,
+                    q.verified,
+                    q.checked,
+                    q.output_tokens,
+                    q.prefill_instance,
+                    q.decode_instance,
+                    q.decode_start,
+                    q.first_token,
+                    q.completion,
+                    q.retries,
+                    q.recomputes});
   }
   auto& compute = j["compute"] = nlohmann::json::array();
   for (const ComputeSpan& c : r.compute) compute.push_back({c.request, c.layer, c.start, c.end});
@@ -30,6 +46,7 @@ std::string encode_result(const RunResult& r) {
   j["line_rate"] = r.line_rate;
   j["effective_rate"] = r.effective_rate;
   j["relinks"] = r.relinks;
+  j["restarts"] = r.restarts;
   j["sample_times"] = r.sample_times;
   auto& series = j["series"] = nlohmann::json::array();
   for (const TimeSeries& t : r.series) series.push_back({t.name, t.values});
@@ -107,6 +124,7 @@ RunResult decode_result(const std::string& bytes, Scenario scenario) {
       x.completion = integer<model::SimTime>(q.at(17));
       // Added within schema 1 (serving.recovery); results written before it have none.
       if (q.size() > 18) x.retries = integer<int>(q.at(18));
+      if (q.size() > 19) x.recomputes = integer<int>(q.at(19));  // process_killed, also within 1
       r.requests.push_back(std::move(x));
     }
     for (const auto& c : j.at("compute")) {
@@ -123,6 +141,7 @@ RunResult decode_result(const std::string& bytes, Scenario scenario) {
     r.line_rate = j.at("line_rate").get<double>();
     r.effective_rate = j.at("effective_rate").get<double>();
     if (j.contains("relinks")) r.relinks = integer<int>(j.at("relinks"));
+    if (j.contains("restarts")) r.restarts = integer<int>(j.at("restarts"));
     r.sample_times = times(j.at("sample_times"));
     for (const auto& t : j.at("series")) {
       r.series.push_back({t.at(0).get<std::string>(), t.at(1).get<std::vector<double>>()});

@@ -197,6 +197,7 @@ std::string result_json(const RunResult& r) {
     x["queueing_us"] = us(q.queueing());
     x["kv_ready_us"] = us(q.kv_ready());
     if (q.retries > 0) x["retries"] = q.retries;
+    if (q.recomputes > 0) x["recomputes"] = q.recomputes;
     x["decode_start_us"] = us(q.decode_start);
     x["first_token_us"] = us(q.first_token);
     x["completion_us"] = us(q.completion);
@@ -223,6 +224,7 @@ std::string result_json(const RunResult& r) {
                     {"goodput_rps", m.goodput_rps},
                     {"throughput_rps", m.throughput_rps}};
     if (r.relinks > 0) j["serving"]["relinks"] = r.relinks;
+    if (r.restarts > 0) j["serving"]["restarts"] = r.restarts;
     auto& series = j["series"] = nlohmann::ordered_json::object();
     std::vector<double> times;
     for (const model::SimTime t : r.sample_times) times.push_back(us(t));

@@ -42,6 +42,7 @@ struct RequestResult {
   model::SimTime first_token = 0;   ///< first token out of the decode instance
   model::SimTime completion = 0;    ///< last token out
   int retries = 0;                  ///< transfers tried again after a failure (serving.recovery)
+  int recomputes = 0;  ///< computed again after its KV or queue died (serving.recovery.recompute)
 
   /// Transfer time not hidden behind prefill compute: from the later of prefill's end and the
   /// decode side asking for the KV (an engine's handoff is not transfer time).
@@ -106,7 +107,8 @@ struct RunResult {
   // Serving studies: sampled state over time, and diagnostics counted by kind.
   std::vector<model::SimTime> sample_times;
   std::vector<TimeSeries> series;
-  int relinks = 0;  ///< links the serving engine made again after failures (serving.recovery)
+  int relinks = 0;   ///< links the serving engine made again after failures (serving.recovery)
+  int restarts = 0;  ///< serving instances killed and started again (process_killed)
 };
 
 /// Options of run_scenario.

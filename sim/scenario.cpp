@@ -253,6 +253,9 @@ ServingSpec read_serving(YamlReader& top, Scenario& s) {
     if (rec.has("retries")) v.recovery.retries = static_cast<int>(rec.integer("retries", 0, 1000));
     if (rec.has("pause")) v.recovery.pause = rec.time("pause");
     if (rec.has("relink")) v.recovery.relink = rec.boolean("relink");
+    if (rec.has("recompute")) {
+      v.recovery.recompute = static_cast<int>(rec.integer("recompute", 0, 1000));
+    }
     if (rec.has("link_timeout")) {
       v.recovery.link_timeout_ms = rec.integer("link_timeout", 1, 3'600'000);
     }
@@ -280,8 +283,9 @@ std::pair<SimTime, SimTime> time_range(YamlReader& r, const std::string& key) {
   return {t[0], t[1]};
 }
 
-// fault_plan: {kinds, window, duration, count, factor, scope}, what `kvsim run --faults` draws.
-FaultPlan read_fault_plan(YamlReader& top) {
+// fault_plan: {kinds, window, duration, count, factor, scope, processes}, what `kvsim run
+// --faults` draws. `serving`: the scenario's instances, which processes: names.
+FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& serving) {
   YamlReader r = top.child("fault_plan");
   FaultPlan plan;
   if (r.has("kinds")) {
@@ -289,7 +293,7 @@ FaultPlan read_fault_plan(YamlReader& top) {
     if (!list.IsSequence() || list.size() == 0) {
       r.fail(list, r.qualified("kinds"),
              "must be a non-empty list of link_down, link_degraded, "
-             "nic_lost, device_oom");
+             "nic_lost, device_oom, process_killed");
     }
     plan.kinds.clear();
     for (const YAML::Node& k : list) {
@@ -302,10 +306,17 @@ FaultPlan read_fault_plan(YamlReader& top) {
         plan.kinds.push_back(FaultPlan::Kind::kNicLost);
       else if (name == "device_oom")
         plan.kinds.push_back(FaultPlan::Kind::kDeviceOom);
+      else if (name == "process_killed" && serving)
+        plan.kinds.push_back(FaultPlan::Kind::kProcessKilled);
+      else if (name == "process_killed")
+        r.fail(k, r.qualified("kinds"),
+               "has process_killed, which kills serving instances, and the scenario has none (an "
+               "instances: section makes a serving study)");
       else
-        r.fail(
-            k, r.qualified("kinds"),
-            "has '" + name + "': the kinds are link_down, link_degraded, nic_lost and device_oom");
+        r.fail(k, r.qualified("kinds"),
+               "has '" + name +
+                   "': the kinds are link_down, link_degraded, nic_lost, device_oom and "
+                   "process_killed");
     }
   }
   if (r.has("window")) std::tie(plan.window_first, plan.window_last) = time_range(r, "window");
@@ -318,6 +329,30 @@ FaultPlan read_fault_plan(YamlReader& top) {
     const std::string scope = r.text("scope");
     if (scope != "node" && scope != "nic") r.fail_key("scope", "must be node or nic");
     plan.per_nic = scope == "nic";
+  }
+  if (r.has("processes")) {
+    const YAML::Node list = r.node()["processes"];
+    if (!serving) r.fail_key("processes", "names serving instances, and the scenario has none");
+    const std::string rule = "must be a non-empty list of instance names (prefill0 to prefill" +
+                             std::to_string(serving->prefill_instances - 1) +
+                             ", decode0 to decode" + std::to_string(serving->decode_instances - 1) +
+                             ")";
+    if (!list.IsSequence() || list.size() == 0) r.fail(list, r.qualified("processes"), rule);
+    for (const YAML::Node& k : list) {
+      const std::string name = k.IsScalar() ? k.Scalar() : "";
+      const auto index = [&](const std::string& prefix, int count) {
+        if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > 12 ||
+            name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
+          return false;
+        }
+        return std::stoi(name.substr(prefix.size())) < count;
+      };
+      if (!index("prefill", serving->prefill_instances) &&
+          !index("decode", serving->decode_instances)) {
+        r.fail(k, r.qualified("processes"), "has '" + name + "': " + rule);
+      }
+      plan.processes.push_back(name);
+    }
   }
   r.finish();
   return plan;
@@ -650,7 +685,7 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       s.faults.push_back(fs);
     }
   }
-  if (top.has("fault_plan")) s.fault_plan = read_fault_plan(top);
+  if (top.has("fault_plan")) s.fault_plan = read_fault_plan(top, s.serving);
   top.finish();
   return s;
 }

@@ -62,6 +62,11 @@ struct ServingSpec {
     /// transfer failed unusable until then (impl::mark_transport_failure).
     bool relink = false;
     std::int64_t link_timeout_ms = 100;  ///< each link_clusters attempt of a relink
+    /// Up to this many times per request, a request whose KV or place in a queue died with an
+    /// instance (process_killed), or whose transfer failed for good, is computed again from its
+    /// prompt and the tokens it has made instead of lost (vLLM's kv_load_failure_policy
+    /// "recompute"; Dynamo's migration_limit). 0: lost.
+    int recompute = 0;
   } recovery;
 };
 
@@ -104,6 +109,8 @@ struct Scenario {
   std::vector<FaultSpec> faults;
   /// Devices whose allocations fail for a while (set by a fault campaign's device_oom draws).
   std::vector<MemoryFaultSpec> memory_faults;
+  /// Serving instances killed and restarted (set by a fault campaign's process_killed draws).
+  std::vector<ProcessFaultSpec> process_faults;
   /// What `kvsim run --faults SEEDS` draws from (a fault_plan: section), if given.
   std::optional<FaultPlan> fault_plan;
   /// Set for serving studies (an `instances:` section); else the single-request runner.

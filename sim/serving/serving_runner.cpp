@@ -35,19 +35,34 @@ int nodes_for(int instances, int tp, const model::TopologySpec& spec) {
 struct RankEngine {
   int device = 0;
   std::uint64_t cluster = 0;
+  int process = 0;  // the host process it runs in (killed by process_killed)
   std::unique_ptr<impl::LLMDataDist> dist;
   std::optional<impl::CacheView> cache;  // set once registered
 };
 
-// A prefill or decode instance: TP ranks on one node sharing one block table.
+// The per-layer "computed" events of one prefill batch, shared by its requests' tasks (the
+// documented per-layer event pattern, spec 8).
+struct BatchLayers {
+  std::vector<std::unique_ptr<impl::Signal>> computed;
+  bool aborted = false;  // its instance died: the layers left are never computed
+};
+
+// A prefill or decode instance: TP ranks on one node sharing one block table. A process_killed
+// fault ends every rank's process; a restart brings new ones up with new engines, pool and loop,
+// and raises the epoch, so that the jobs of the dead ones leave what they held alone.
 struct Instance {
   std::string name;
+  bool prefill = false;
+  bool alive = true;
+  int epoch = 0;
   std::vector<RankEngine> ranks;
   std::unique_ptr<BlockPool> pool;
-  std::unique_ptr<impl::Signal> bell;  // set to wake the instance's loop (fresh per wait)
-  std::deque<int> queue;               // prefill: waiting requests; decode: KV landed
-  std::uint64_t queued_tokens = 0;     // prefill: prompt tokens queued or in the running batch
-  std::vector<int> running;            // decode: the batch being stepped
+  std::shared_ptr<impl::Signal> bell;      // set to wake the instance's loop (fresh per wait)
+  std::deque<int> queue;                   // prefill: waiting requests; decode: KV landed
+  std::uint64_t queued_tokens = 0;         // prefill: prompt tokens queued or in the running batch
+  std::vector<int> running;                // decode: the batch being stepped
+  std::vector<int> batch;                  // prefill: the batch being computed
+  std::shared_ptr<BatchLayers> computing;  // and its layers' events
 };
 
 // The link between rank r of a prefill instance and rank r of a decode instance, as the engine
@@ -68,19 +83,19 @@ struct Live {
   std::vector<impl::CacheTask> tasks;    // layer-wise: one per rank
   std::size_t pending_ranks = 0;         // push_blocks: ranks still pushing
   std::uint64_t generated = 0;
-};
-
-// The per-layer "computed" events of one prefill batch, shared by its requests' tasks (the
-// documented per-layer event pattern, spec 8).
-struct BatchLayers {
-  std::vector<std::unique_ptr<impl::Signal>> computed;
+  std::uint64_t queued = 0;  // tokens it counts in its prefill instance's queued_tokens
+  int src_epoch = 0;         // its instances' epochs when it got their blocks
+  int dst_epoch = 0;
+  /// Tokens prefill computes: the prompt, and on a recompute the tokens made so far.
+  std::uint64_t context() const { return r.prompt_tokens + generated; }
 };
 
 class LayerEvents final : public impl::LayerSynchronizer {
  public:
   explicit LayerEvents(std::shared_ptr<BatchLayers> batch) : batch_(std::move(batch)) {}
   bool synchronize_layer(std::int64_t layer, std::optional<std::int64_t>) override {
-    return batch_->computed.at(static_cast<std::size_t>(layer))->wait_for(impl::kForever);
+    return batch_->computed.at(static_cast<std::size_t>(layer))->wait_for(impl::kForever) &&
+           !batch_->aborted;
   }
 
  private:
@@ -117,11 +132,11 @@ class Serving {
     setup();
     busy_ = 1;  // the arrivals job
     world_.platform().spawn("arrivals", [this] { arrivals(); });
-    for (std::size_t p = 0; p < prefill_.size(); ++p) {
-      world_.platform().spawn("prefill" + std::to_string(p), [this, p] { prefill_loop(p); });
-    }
-    for (std::size_t d = 0; d < decode_.size(); ++d) {
-      world_.platform().spawn("decode" + std::to_string(d), [this, d] { decode_loop(d); });
+    for (Instance& p : prefill_) start_loop(p);
+    for (Instance& d : decode_) start_loop(d);
+    for (const ProcessFaultSpec& f : s_.process_faults) {
+      Instance& inst = instance_named(f.instance);
+      world_.platform().spawn("kill_" + f.instance, [this, &inst, f] { kill(inst, f); });
     }
     world_.platform().spawn("sampler", [this] { sampler(); });
     world_.platform().run_until_idle();
@@ -177,6 +192,7 @@ class Serving {
   void make_instance(Instance& inst, const std::string& name, int first_device,
                      std::uint64_t first_cluster, impl::LLMRole role) {
     inst.name = name;
+    inst.prefill = role == impl::LLMRole::PROMPT;
     inst.ranks.resize(static_cast<std::size_t>(tp()));
     for (int r = 0; r < tp(); ++r) {
       RankEngine& k = inst.ranks[static_cast<std::size_t>(r)];
@@ -187,16 +203,47 @@ class Serving {
     inst.pool = std::make_unique<BlockPool>(blocks_, s_.block_order);
   }
 
-  void init_rank(RankEngine& k, const std::string& name, bool listen) {
+  // Decode listens when the prompt side pushes (layer-wise, push_blocks); prefill listens when
+  // decode pulls (spec 8).
+  bool listens(const Instance& inst) const { return inst.prefill == !(layerwise() || pushes()); }
+
+  // A host process for rank k of `inst` (one per rank and start: an engine is a process).
+  void add_rank_process(RankEngine& k, const Instance& inst, std::size_t r) {
+    const std::string name = inst.name + "r" + std::to_string(r) +
+                             (inst.epoch > 0 ? "." + std::to_string(inst.epoch) : "");
+    k.process = world_.platform().add_process(
+        {name, world_.fabric().topology().node_of(k.device), {k.device}});
+  }
+
+  void init_rank(RankEngine& k, bool listen) {
     std::map<std::string, std::string> o = engine_options(platform(), k.device, listen);
     o[impl::kOptionDeviceId] = "0";  // each engine is a process that sees its one device
     if (s_.sync_kv_timeout_ms) {
       o[impl::kOptionSyncKvCacheWaitTime] = std::to_string(*s_.sync_kv_timeout_ms);
     }
     if (pushes()) o[impl::kOptionEnableRemoteCacheAccessible] = "1";  // push_* need it (spec 4)
-    const int process = world_.platform().add_process(
-        {name, world_.fabric().topology().node_of(k.device), {k.device}});
-    world_.platform().run_as(process, [&] { k.dist->init(o); });
+    k.dist->init(o);
+  }
+
+  // Registers rank k's paged cache. push_blocks names the decode side's by its BlocksCacheKey,
+  // pull_blocks the prefill side's.
+  void register_cache(RankEngine& k, const Instance& inst) {
+    const bool keyed = inst.prefill ? !layerwise() : pushes();
+    k.cache = allocate_with_retries(
+        k, keyed ? std::optional<impl::BlocksCacheKey>(impl::BlocksCacheKey{k.cluster, 0})
+                 : std::nullopt);
+  }
+
+  // Links rank r of prefill p and decode d from the side that transfers; a careful engine tries
+  // a link that failed (a path down) again. The status of the last attempt.
+  LLMStatusCode link_pair(std::size_t p, std::size_t d, std::size_t r) {
+    const auto [client, info] = link_ends(prefill_[p].ranks[r], decode_[d].ranks[r]);
+    auto [code, codes] = client.link_clusters({info}, v_.recovery.link_timeout_ms);
+    for (int k = 0; code != LLMStatusCode::LLM_SUCCESS && k < v_.recovery.retries; ++k) {
+      platform().sleep(v_.recovery.pause);
+      std::tie(code, codes) = client.link_clusters({info}, v_.recovery.link_timeout_ms);
+    }
+    return code;
   }
 
   void setup() {
@@ -238,40 +285,28 @@ class Serving {
                     (prefill_nodes + d / per_node) * dpn + (d % per_node) * tp(),
                     decode_base + static_cast<std::uint64_t>(d * tp()), impl::LLMRole::DECODER);
     }
-    // Layer-wise and push_blocks push from the prompt side, so decode listens; pull_blocks pulls
-    // from the decode side, so prefill listens (spec 8). Rank r of every prefill instance links to
-    // rank r of every decode instance, in the single-request runner's order for 1P1D.
-    const bool decode_listens = layerwise() || pushes();
+    // Rank r of every prefill instance links to rank r of every decode instance, in the
+    // single-request runner's order for 1P1D. Each rank's engine and cache belong to its process.
     for (std::size_t r = 0; r < static_cast<std::size_t>(tp()); ++r) {
-      for (Instance& p : prefill_)
-        init_rank(p.ranks[r], p.name + "r" + std::to_string(r), !decode_listens);
-      for (Instance& d : decode_)
-        init_rank(d.ranks[r], d.name + "r" + std::to_string(r), decode_listens);
-      for (Instance& p : prefill_) {
-        p.ranks[r].cache = allocate_with_retries(
-            p.ranks[r], layerwise() ? std::nullopt
-                                    : std::optional<impl::BlocksCacheKey>(
-                                          impl::BlocksCacheKey{p.ranks[r].cluster, 0}));
+      for (std::vector<Instance>* side : {&prefill_, &decode_}) {
+        for (Instance& inst : *side) {
+          add_rank_process(inst.ranks[r], inst, r);
+          world_.platform().run_as(inst.ranks[r].process,
+                                   [&] { init_rank(inst.ranks[r], listens(inst)); });
+        }
       }
-      for (Instance& d : decode_) {
-        // push_blocks names the destination by its BlocksCacheKey.
-        d.ranks[r].cache = allocate_with_retries(
-            d.ranks[r], pushes() ? std::optional<impl::BlocksCacheKey>(
-                                       impl::BlocksCacheKey{d.ranks[r].cluster, 0})
-                                 : std::nullopt);
+      for (std::vector<Instance>* side : {&prefill_, &decode_}) {
+        for (Instance& inst : *side) {
+          world_.platform().run_as(inst.ranks[r].process,
+                                   [&] { register_cache(inst.ranks[r], inst); });
+        }
       }
-      for (Instance& p : prefill_) {
-        for (Instance& d : decode_) {
-          const auto [client, info] = link_ends(p.ranks[r], d.ranks[r]);
-          auto [code, codes] = client.link_clusters({info}, v_.recovery.link_timeout_ms);
-          // A careful engine tries a link that failed (the path down at start) again.
-          for (int k = 0; code != LLMStatusCode::LLM_SUCCESS && k < v_.recovery.retries; ++k) {
-            platform().sleep(v_.recovery.pause);
-            std::tie(code, codes) = client.link_clusters({info}, v_.recovery.link_timeout_ms);
-          }
+      for (std::size_t p = 0; p < prefill_.size(); ++p) {
+        for (std::size_t d = 0; d < decode_.size(); ++d) {
+          const LLMStatusCode code = link_pair(p, d, r);
           if (code != LLMStatusCode::LLM_SUCCESS) {
-            throw std::runtime_error(p.name + " rank " + std::to_string(r) + " to " + d.name +
-                                     ": link_clusters failed with " +
+            throw std::runtime_error(prefill_[p].name + " rank " + std::to_string(r) + " to " +
+                                     decode_[d].name + ": link_clusters failed with " +
                                      std::string(impl::to_string(code)));
           }
         }
@@ -355,12 +390,15 @@ class Serving {
   // Runs one rank's transfer of q (`attempt`: "" on success, else its status) and, on a failure,
   // what serving.recovery says: a pause, a relink when asked, and another attempt, up to
   // `retries`. The last attempt's status.
+  // No retry once one of q's instances died: its blocks went with it, and the engine knows (its
+  // peer's process is gone, not a link).
   std::string with_recovery(Live& q, std::size_t r, const std::function<std::string()>& attempt) {
     int seen = pairs_[{q.r.prefill_instance, q.r.decode_instance, r}].generation;
     std::string error = attempt();
-    for (int k = 0; !error.empty() && k < v_.recovery.retries; ++k) {
+    for (int k = 0; !error.empty() && k < v_.recovery.retries && !instance_lost(q); ++k) {
       ++q.r.retries;
       platform().sleep(v_.recovery.pause);
+      if (instance_lost(q)) break;
       if (v_.recovery.relink) relink(q, r, seen);
       seen = pairs_[{q.r.prefill_instance, q.r.decode_instance, r}].generation;
       error = attempt();
@@ -372,9 +410,10 @@ class Serving {
     if (inst.bell && !inst.bell->is_set()) inst.bell->set();
   }
   void wait(Instance& inst) {
-    inst.bell = platform().make_signal();
-    (void)inst.bell->wait_for(impl::kForever);
-    inst.bell.reset();
+    const std::shared_ptr<impl::Signal> bell = platform().make_signal();
+    inst.bell = bell;
+    (void)bell->wait_for(impl::kForever);
+    if (inst.bell == bell) inst.bell.reset();  // a restarted loop may wait on its own by now
   }
 
   void fail(const std::exception& e) {
@@ -384,26 +423,43 @@ class Serving {
     for (Instance& i : decode_) ring(i);
   }
 
+  // Queues request `id` at a live prefill instance by the router's rule (a router sends nothing
+  // to an instance its health checks found dead); with none alive, it waits for a restart.
+  void route(int id) {
+    Live& q = live_[static_cast<std::size_t>(id)];
+    int p = -1;
+    for (std::size_t k = 0; k < prefill_.size(); ++k) {
+      const std::size_t c = (next_prefill_ + k) % prefill_.size();
+      if (!prefill_[c].alive) continue;
+      if (v_.router == ServingSpec::Router::kRoundRobin) {
+        p = static_cast<int>(c);
+        next_prefill_ = (c + 1) % prefill_.size();
+        break;
+      }
+      if (p < 0 ||
+          prefill_[c].queued_tokens < prefill_[static_cast<std::size_t>(p)].queued_tokens) {
+        p = static_cast<int>(c);
+      }
+    }
+    if (p < 0) {
+      orphans_.push_back(id);
+      return;
+    }
+    Instance& inst = prefill_[static_cast<std::size_t>(p)];
+    q.r.prefill_instance = p;
+    q.queued = q.context();
+    inst.queue.push_back(id);
+    inst.queued_tokens += q.queued;
+    ring(inst);
+  }
+
   void arrivals() {
     try {
-      std::size_t next = 0;
       for (std::size_t i = 0; i < live_.size(); ++i) {
         // The engine's router or proxy hop and scheduling come before any prefill queue.
         const SimTime at = live_[i].r.arrival + s_.engine.request_overhead;
         if (platform().now() < at) platform().sleep(at - platform().now());
-        std::size_t p = next;
-        if (v_.router == ServingSpec::Router::kRoundRobin) {
-          next = (next + 1) % prefill_.size();
-        } else {
-          for (std::size_t c = 0; c < prefill_.size(); ++c) {
-            if (prefill_[c].queued_tokens < prefill_[p].queued_tokens) p = c;
-          }
-        }
-        Instance& inst = prefill_[p];
-        live_[i].r.prefill_instance = static_cast<int>(p);
-        inst.queue.push_back(static_cast<int>(i));
-        inst.queued_tokens += live_[i].r.prompt_tokens;
-        ring(inst);
+        route(static_cast<int>(i));
       }
     } catch (const std::exception& e) {
       fail(e);
@@ -411,10 +467,11 @@ class Serving {
     --busy_;
   }
 
-  // A decode instance with room for `blocks`, by the router's rule; -1 if none has.
+  // A live decode instance with room for `blocks`, by the router's rule; -1 if none has.
   int pick_decode(std::uint64_t blocks) {
     const auto fits = [&](std::size_t d) {
-      return static_cast<std::uint64_t>(decode_[d].pool->free_blocks()) >= blocks;
+      return decode_[d].alive &&
+             static_cast<std::uint64_t>(decode_[d].pool->free_blocks()) >= blocks;
     };
     if (v_.router == ServingSpec::Router::kRoundRobin) {
       for (std::size_t k = 0; k < decode_.size(); ++k) {
@@ -444,8 +501,8 @@ class Serving {
     std::uint64_t tokens = 0;
     while (!inst.queue.empty()) {
       Live& q = live_[static_cast<std::size_t>(inst.queue.front())];
-      if (!batch.empty() && tokens + q.r.prompt_tokens > v_.token_budget) break;
-      const std::uint64_t need = blocks_for(q.r.prompt_tokens);
+      if (!batch.empty() && tokens + q.context() > v_.token_budget) break;
+      const std::uint64_t need = blocks_for(q.context());
       const std::uint64_t reserve = blocks_for(q.r.prompt_tokens + q.r.output_tokens);
       if (static_cast<std::uint64_t>(inst.pool->free_blocks()) < need) break;
       const int d = pick_decode(reserve);
@@ -455,24 +512,37 @@ class Serving {
       q.dst_all = *decode_[static_cast<std::size_t>(d)].pool->allocate(reserve, 2 * id + 2);
       q.dst_blocks.assign(q.dst_all.begin(), q.dst_all.begin() + static_cast<std::ptrdiff_t>(need));
       q.r.decode_instance = d;
-      tokens += q.r.prompt_tokens;
+      q.src_epoch = inst.epoch;
+      q.dst_epoch = decode_[static_cast<std::size_t>(d)].epoch;
+      tokens += q.context();
       batch.push_back(q.r.id);
       inst.queue.pop_front();
     }
     return batch;
   }
 
-  void prefill_loop(std::size_t p) {
-    Instance& inst = prefill_[p];
+  // An instance's loop, for as long as this start of it lives (`epoch`).
+  void start_loop(Instance& inst) {
+    const int epoch = inst.epoch;
+    world_.platform().spawn(inst.name, [this, &inst, epoch] {
+      if (inst.prefill) {
+        prefill_loop(inst, epoch);
+      } else {
+        decode_loop(inst, epoch);
+      }
+    });
+  }
+
+  void prefill_loop(Instance& inst, int epoch) {
     try {
-      while (!finished_) {
+      while (!finished_ && inst.epoch == epoch) {
         std::vector<int> batch = inst.queue.empty() ? std::vector<int>{} : form_batch(inst);
         if (batch.empty()) {
           wait(inst);
           continue;
         }
         ++busy_;
-        run_batch(inst, batch);
+        run_batch(inst, batch, epoch);
         --busy_;
       }
     } catch (const std::exception& e) {
@@ -510,10 +580,12 @@ class Serving {
 
   // Forgets a verified request's content on both sides, so that later, unverified copies over
   // these blocks cost nothing (content is a map of extents, DESIGN.md).
+  // A side that died since q got its blocks is skipped: its memory went with its process.
   void forget(const Live& q) {
     model::Topology& t = world_.fabric().topology();
     const Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
     const Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+    const bool src_alive = src.epoch == q.src_epoch, dst_alive = dst.epoch == q.dst_epoch;
     const auto clear = [&](const RankEngine& k, const std::vector<std::int64_t>& blocks) {
       model::ContentStore& c = t.memory(t.device_memory(k.device)).content();
       for (const std::uint64_t base : k.cache->tensor_addrs) {
@@ -522,23 +594,27 @@ class Serving {
         });
       }
     };
-    for (std::size_t r = 0; r < src.ranks.size(); ++r) {
-      clear(src.ranks[r], q.src_blocks);
-      clear(dst.ranks[r], q.dst_blocks);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(tp()); ++r) {
+      if (src_alive) clear(src.ranks[r], q.src_blocks);
+      if (dst_alive) clear(dst.ranks[r], q.dst_blocks);
     }
   }
 
-  void run_batch(Instance& inst, const std::vector<int>& batch) {
+  // Computes `batch` layer by layer on `inst` while its transfers run. Stops where it is if the
+  // instance dies (kill() has taken the batch over by then).
+  void run_batch(Instance& inst, const std::vector<int>& batch, int epoch) {
     const SimTime start = platform().now();
     auto layers = std::make_shared<BatchLayers>();
     for (int l = 0; l < s_.model.layers; ++l) layers->computed.push_back(platform().make_signal());
+    inst.computing = layers;
+    inst.batch = batch;
     SimTime layer_time = 0;
     for (const int id : batch) {
       Live& q = live_[static_cast<std::size_t>(id)];
       q.r.prefill_start = start;
       q.r.ok = true;  // until a rank's transfer says otherwise (set_status)
       q.r.status = "LLM_SUCCESS";
-      layer_time += s_.prefill_layer_time(q.r.prompt_tokens);
+      layer_time += s_.prefill_layer_time(q.context());
       if (q.r.checked) fill(q, inst);
     }
     if (layerwise()) {
@@ -572,6 +648,7 @@ class Serving {
     for (std::size_t l = 0; l < layers->computed.size(); ++l) {
       const SimTime ls = platform().now();
       platform().sleep(layer_time);
+      if (inst.epoch != epoch) return;
       layers->computed[l]->set();
       if (l == 0) {
         for (const int id : batch)
@@ -581,10 +658,12 @@ class Serving {
         trace_->add_span(inst.name, "compute", "layer " + std::to_string(l), ls, platform().now());
       }
     }
+    inst.computing.reset();
+    inst.batch.clear();
     for (const int id : batch) {
       Live& q = live_[static_cast<std::size_t>(id)];
       q.r.prefill_end = platform().now();
-      inst.queued_tokens -= q.r.prompt_tokens;
+      inst.queued_tokens -= q.queued;
       if (s_.method == TransferMethod::kPullBlocks) {
         q.r.transfer_start = q.r.prefill_end;
         ++busy_;
@@ -679,6 +758,9 @@ class Serving {
         for (std::size_t i = 0; i < batch.size(); ++i) {
           Live& q = live_[static_cast<std::size_t>(batch[i])];
           const RankEngine& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)].ranks[r];
+          if (errors[i].empty() && (layers.aborted || instance_lost(q))) {
+            errors[i] = lost_status(q);  // this process, or its peer's, died
+          }
           if (errors[i].empty()) {
             try {
               k.dist->cache_manager().push_blocks(impl::BlocksCacheKey{dst.cluster, 0}, *k.cache,
@@ -729,6 +811,12 @@ class Serving {
       if (s_.engine.transfer_overhead > 0) platform().sleep(s_.engine.transfer_overhead);
       Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
       Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+      if (instance_lost(q)) {  // died during the handoff
+        set_status(q, lost_status(q));
+        landed(q);
+        --busy_;
+        return;
+      }
       const std::vector<std::string> errors = on_every_rank(dst.ranks.size(), [&](std::size_t r) {
         return with_recovery(q, r, [&]() -> std::string {
           try {
@@ -778,28 +866,66 @@ class Serving {
 
   // The KV is on the decode side (or failed to get there): free the prefill blocks, verify, and
   // queue for decode admission.
+  // KV that landed on a decode instance that died meanwhile is gone with it; a prefill instance
+  // that died after its KV landed takes nothing away (but the bytes can no longer be compared).
   void landed(Live& q) {
     q.r.transfer_end = platform().now();
     q.r.bytes = q.src_blocks.size() * block_bytes() * desc_.num_tensors() *
                 static_cast<std::uint64_t>(tp());
     Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
     Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+    const bool src_alive = src.epoch == q.src_epoch, dst_alive = dst.epoch == q.dst_epoch;
+    if (q.r.ok && !dst_alive) set_status(q, lost_status(q));
+    if (q.r.ok && !src_alive) q.r.checked = false;
     q.r.verified = q.r.ok && q.r.checked && verify(q);
     if (q.r.checked) forget(q);
-    src.pool->release(q.src_blocks);
-    ring(src);
+    if (src_alive) {
+      src.pool->release(q.src_blocks);
+      ring(src);
+    }
     if (trace_) {
       const std::string track = "request " + std::to_string(q.r.id);
       trace_->add_span("requests", track, "prefill", q.r.prefill_start, q.r.prefill_end);
       trace_->add_span("requests", track, "exposed transfer", q.r.prefill_end, q.r.transfer_end);
     }
     if (!q.r.ok) {
-      dst.pool->release(q.dst_all);
-      complete();
+      if (dst_alive) dst.pool->release(q.dst_all);
+      recompute_or_lose(q);
       return;
     }
     dst.queue.push_back(q.r.id);
     ring(dst);
+  }
+
+  // Whether an instance q holds blocks on died since it got them.
+  bool instance_lost(const Live& q) const {
+    return prefill_[static_cast<std::size_t>(q.r.prefill_instance)].epoch != q.src_epoch ||
+           decode_[static_cast<std::size_t>(q.r.decode_instance)].epoch != q.dst_epoch;
+  }
+  // The status of a request whose instance died: "killed with decode0".
+  std::string lost_status(const Live& q) const {
+    const Instance& src = prefill_[static_cast<std::size_t>(q.r.prefill_instance)];
+    return "killed with " + (src.epoch != q.src_epoch
+                                 ? src.name
+                                 : decode_[static_cast<std::size_t>(q.r.decode_instance)].name);
+  }
+
+  // A request that failed (q.r.status says why), or whose KV died: computed again from its prompt
+  // and the tokens it made when serving.recovery.recompute allows another, else lost.
+  void recompute_or_lose(Live& q) {
+    if (q.r.recomputes >= v_.recovery.recompute) {
+      q.r.ok = false;
+      complete();
+      return;
+    }
+    ++q.r.recomputes;
+    q.r.ok = true;
+    q.r.status = "LLM_SUCCESS";
+    q.src_blocks.clear();
+    q.dst_all.clear();
+    q.dst_blocks.clear();
+    q.tasks.clear();
+    route(q.r.id);
   }
 
   void complete() {
@@ -810,6 +936,139 @@ class Serving {
     if (completed_ == live_.size()) {
       finished_ = true;
       for (Instance& d : decode_) ring(d);
+    }
+  }
+
+  Instance& instance_named(const std::string& name) {
+    for (std::vector<Instance>* side : {&prefill_, &decode_}) {
+      for (Instance& inst : *side) {
+        if (inst.name == name) return inst;
+      }
+    }
+    throw std::invalid_argument("process_killed: no serving instance is named '" + name + "'");
+  }
+
+  // process_killed: at f.at every rank process of `inst` dies as SIGKILL would. Its engines leave
+  // without telling their peers, its HBM (KV blocks) is freed, and what it held is lost: the
+  // batch it computed, its queue and, on the decode side, the requests it was stepping. Transfers
+  // to or from it fail where they are. At f.restart the orchestrator starts it again.
+  void kill(Instance& inst, const ProcessFaultSpec& f) {
+    try {
+      if (platform().now() < f.at) platform().sleep(f.at - platform().now());
+      if (finished_ || !inst.alive) return;
+      ++busy_;  // while it is down its requests wait for it, which is not a stall
+      const SimTime at = platform().now();
+      const std::string why = inst.name + " killed at t=" + std::to_string(model::to_seconds(at)) +
+                              " s (process_killed)";
+      inst.alive = false;
+      ++inst.epoch;
+      for (RankEngine& k : inst.ranks) {
+        k.dist->abandon(why);
+        world_.platform().kill_process(k.process);
+      }
+      std::vector<int> orphaned(inst.queue.begin(), inst.queue.end());
+      if (inst.computing) {  // the layers left never come: its transfer jobs fail and end
+        inst.computing->aborted = true;
+        for (const auto& layer : inst.computing->computed) {
+          if (!layer->is_set()) layer->set();
+        }
+        // pull_blocks starts after prefill: its batch has no transfer job to end it.
+        if (s_.method == TransferMethod::kPullBlocks) {
+          for (const int id : inst.batch) {
+            Live& q = live_[static_cast<std::size_t>(id)];
+            Instance& dst = decode_[static_cast<std::size_t>(q.r.decode_instance)];
+            if (dst.epoch == q.dst_epoch) dst.pool->release(q.dst_all);
+            orphaned.push_back(id);
+          }
+        }
+        inst.computing.reset();
+      }
+      orphaned.insert(orphaned.end(), inst.running.begin(), inst.running.end());
+      inst.queue.clear();
+      inst.batch.clear();
+      inst.running.clear();
+      inst.queued_tokens = 0;
+      ring(inst);  // its loop wakes and ends
+      for (const int id : orphaned) {
+        Live& q = live_[static_cast<std::size_t>(id)];
+        q.r.ok = false;  // queued, computing or decoding: it had not failed before
+        q.r.status = "killed with " + inst.name;
+        recompute_or_lose(q);
+      }
+      if (!finished_) {
+        if (platform().now() < f.restart) platform().sleep(f.restart - platform().now());
+        if (trace_) trace_->add_span(inst.name, "fault", "killed", at, platform().now());
+        restart(inst);
+      }
+      --busy_;
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+  }
+
+  // The instance starts again: a new process per rank inits its engine, registers a fresh cache
+  // and links where its side links (the peers' ends of the old links are lost: a careful peer
+  // relinks when a transfer over one fails). The dead ranks and pool stay for the jobs that
+  // still hold them.
+  void restart(Instance& inst) {
+    retired_ranks_.push_back(std::move(inst.ranks));
+    retired_pools_.push_back(std::move(inst.pool));
+    const std::vector<RankEngine>& old = retired_ranks_.back();
+    inst.ranks = std::vector<RankEngine>(old.size());
+    for (std::size_t r = 0; r < old.size(); ++r) {
+      RankEngine& k = inst.ranks[r];
+      k.device = old[r].device;
+      k.cluster = old[r].cluster;
+      k.dist = std::make_unique<impl::LLMDataDist>(
+          platform(), world_.directory(),
+          inst.prefill ? impl::LLMRole::PROMPT : impl::LLMRole::DECODER, k.cluster);
+      add_rank_process(k, inst, r);
+    }
+    inst.pool = std::make_unique<BlockPool>(blocks_, s_.block_order);
+    std::vector<std::unique_ptr<impl::Signal>> done;
+    std::vector<std::string> errors(inst.ranks.size());
+    for (std::size_t r = 0; r < inst.ranks.size(); ++r) {
+      done.push_back(platform().make_signal());
+      world_.platform().spawn_as(inst.ranks[r].process, inst.name + "_start", [&, r] {
+        try {
+          start_rank(inst, r);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+        done[r]->set();
+      });
+    }
+    for (const auto& d : done) (void)d->wait_for(impl::kForever);
+    for (std::size_t r = 0; r < errors.size(); ++r) {
+      if (!errors[r].empty()) {
+        throw std::runtime_error(inst.name + " rank " + std::to_string(r) +
+                                 " could not start again: " + errors[r]);
+      }
+    }
+    inst.alive = true;
+    ++result_.restarts;
+    start_loop(inst);
+    std::vector<int> waiting;
+    waiting.swap(orphans_);
+    for (const int id : waiting) route(id);
+    for (Instance& p : prefill_) ring(p);  // a decode instance with room again
+  }
+
+  // Rank r of a restarted instance, in its own process: init, register, link.
+  void start_rank(Instance& inst, std::size_t r) {
+    RankEngine& k = inst.ranks[r];
+    init_rank(k, listens(inst));
+    register_cache(k, inst);
+    if (listens(inst)) return;
+    const std::size_t self =
+        static_cast<std::size_t>(&inst - (inst.prefill ? prefill_.data() : decode_.data()));
+    const std::vector<Instance>& peers = inst.prefill ? decode_ : prefill_;
+    for (std::size_t o = 0; o < peers.size(); ++o) {
+      if (!peers[o].alive) continue;
+      const std::size_t p = inst.prefill ? self : o, d = inst.prefill ? o : self;
+      PairLink& pair = pairs_[{static_cast<int>(p), static_cast<int>(d), r}];
+      pair.linked = link_pair(p, d, r) == LLMStatusCode::LLM_SUCCESS;
+      if (pair.linked) ++pair.generation;
     }
   }
 
@@ -829,10 +1088,9 @@ class Serving {
     return static_cast<SimTime>(std::ceil(bytes / rate * 1e12));
   }
 
-  void decode_loop(std::size_t d) {
-    Instance& inst = decode_[d];
+  void decode_loop(Instance& inst, int epoch) {
     try {
-      while (true) {
+      while (inst.epoch == epoch) {
         while (!inst.queue.empty() &&
                inst.running.size() < static_cast<std::size_t>(v_.decode_batch)) {
           const int id = inst.queue.front();
@@ -848,6 +1106,10 @@ class Serving {
         ++busy_;
         const SimTime start = platform().now();
         platform().sleep(step_time(inst));
+        if (inst.epoch != epoch) {  // died during the step: kill() took its requests over
+          --busy_;
+          return;
+        }
         if (trace_) trace_->add_span(inst.name, "decode", "step", start, platform().now());
         std::vector<int> still;
         for (const int id : inst.running) {
@@ -954,6 +1216,10 @@ class Serving {
   std::int64_t blocks_ = 0;
   std::map<std::tuple<int, int, std::size_t>, PairLink> pairs_;  // (prefill, decode, rank)
   std::size_t next_decode_ = 0;
+  std::size_t next_prefill_ = 0;
+  std::vector<int> orphans_;                           // routed while no prefill instance was alive
+  std::deque<std::vector<RankEngine>> retired_ranks_;  // killed instances' ranks, kept for
+  std::vector<std::unique_ptr<BlockPool>> retired_pools_;  // the jobs that still hold them
   std::size_t completed_ = 0;
   int busy_ = 0;
   bool finished_ = false;
@@ -964,6 +1230,14 @@ class Serving {
 };
 
 }  // namespace
+
+std::vector<std::string> instance_names(const Scenario& scenario) {
+  const ServingSpec& v = *scenario.serving;
+  std::vector<std::string> out;
+  for (int p = 0; p < v.prefill_instances; ++p) out.push_back("prefill" + std::to_string(p));
+  for (int d = 0; d < v.decode_instances; ++d) out.push_back("decode" + std::to_string(d));
+  return out;
+}
 
 std::vector<int> serving_nodes(const Scenario& scenario, const model::TopologySpec& spec) {
   const ServingSpec& v = *scenario.serving;

@@ -6,6 +6,7 @@
 // It sits above the world and below the study runner, and never reaches under the API.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "sim/runner.h"
@@ -16,6 +17,9 @@ namespace kvsim::sim::serving {
 /// Runs `scenario` (its `serving` set) on a fresh World. Throws std::runtime_error if the setup
 /// fails or a request can never be served (more blocks than a cache holds).
 RunResult run_serving(const Scenario& scenario, const RunOptions& options);
+
+/// The names of the instances of `scenario`: prefill0, prefill1, ..., decode0, ...
+std::vector<std::string> instance_names(const Scenario& scenario);
 
 /// The nodes the instances of `scenario` occupy on `spec` (prefill first, then decode).
 std::vector<int> serving_nodes(const Scenario& scenario, const model::TopologySpec& spec);

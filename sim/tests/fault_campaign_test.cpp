@@ -2,13 +2,15 @@
 // one target; bad plans fail with file, line and key; and on the shipped campaign scenario an
 // engine that gives failed requests up, or retries on the link the library left unusable, loses
 // requests, while one that relinks and retries handles every seed, with every checked request's
-// bytes verified, whichever way it moves the KV; the same for a link down during the handshakes.
+// bytes verified, whichever way it moves the KV; the same for a link down during the handshakes,
+// and for instances killed mid-replay (an engine that computes their requests again).
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -113,6 +115,11 @@ TEST(FaultPlan, BadPlansAndRecoveriesFailWithFileLineAndKey) {
       {"fault_plan: {when: 1s}\n", "fault_plan.when"},
       {"serving: {recovery: {relink: maybe}}\n", "key 'serving.recovery.relink'"},
       {"serving: {recovery: {retries: -1}}\n", "key 'serving.recovery.retries'"},
+      {"serving: {recovery: {recompute: -1}}\n", "key 'serving.recovery.recompute'"},
+      {"fault_plan: {kinds: [process_killed], processes: [prefill1]}\n",
+       "<t>:8: key 'fault_plan.processes' has 'prefill1': must be a non-empty list of instance "
+       "names (prefill0 to prefill0, decode0 to decode0)"},
+      {"fault_plan: {processes: []}\n", "key 'fault_plan.processes' must be a non-empty list"},
   };
   for (const auto& [text, rule] : cases) {
     try {
@@ -122,6 +129,55 @@ TEST(FaultPlan, BadPlansAndRecoveriesFailWithFileLineAndKey) {
       EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(FaultPlan, ProcessKilledNeedsAServingStudy) {
+  std::string single = kServingBase;
+  single.erase(single.find("instances:"));
+  single += "placement: {prompt_node: 0, decode_node: 1}\n";
+  try {
+    parse_scenario(single + "fault_plan: {kinds: [link_down, process_killed]}\n", "<t>");
+    ADD_FAILURE() << "accepted process_killed without instances";
+  } catch (const model::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("<t>:8: key 'fault_plan.kinds' has process_killed, which "
+                                         "kills serving instances, and the scenario has none"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(FaultPlan, ProcessKilledDrawsAnInstanceAndItsRestartAndNeverKillsADeadOne) {
+  FaultPlan plan;
+  plan.kinds = {FaultPlan::Kind::kProcessKilled};
+  plan.count = 6;
+  const std::vector<FaultTarget> instances = {{"prefill0", {}, "", {}}, {"decode0", {}, "", {}}};
+  const std::vector<DrawnFault> drawn = draw_faults(plan, 3, {}, {}, instances);
+  ASSERT_EQ(drawn.size(), 6u);
+  std::map<std::string, model::SimTime> up;  // when each came back
+  for (const DrawnFault& f : drawn) {
+    EXPECT_EQ(f.kind, FaultPlan::Kind::kProcessKilled);
+    EXPECT_TRUE(f.target == "prefill0" || f.target == "decode0") << f.target;
+    EXPECT_GE(f.until, f.at + plan.duration_first);
+    EXPECT_LE(f.until, f.at + plan.duration_last);
+    if (up.count(f.target) != 0) {
+      EXPECT_GE(f.at, up[f.target]);
+    }
+    up[f.target] = f.until;
+    EXPECT_EQ(f.describe().find(f.target + " killed at t="), 0u) << f.describe();
+    EXPECT_NE(f.describe().find(", restarted at t="), std::string::npos) << f.describe();
+  }
+  const std::vector<ProcessFaultSpec> kills = process_faults(drawn);
+  ASSERT_EQ(kills.size(), 6u);
+  EXPECT_EQ(kills[2].instance, drawn[2].target);
+  EXPECT_EQ(kills[2].restart, drawn[2].until);
+  EXPECT_TRUE(link_events(drawn).empty());
+  EXPECT_TRUE(memory_faults(drawn).empty());
+  EXPECT_THROW(draw_faults(plan, 3, two_nodes(), {}, {}), std::invalid_argument);
+  const FaultPlan links;  // link kinds: the same draws with or without instance targets
+  const auto a = draw_faults(links, 4, two_nodes());
+  const auto b = draw_faults(links, 4, two_nodes(), {}, instances);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].describe(), b[i].describe());
 }
 
 TEST(FaultPlan, WhereNodesShareAScaleUpPlaneANodeFaultTakesItsPortsIntoItToo) {
@@ -328,6 +384,73 @@ TEST_P(CarefulEngine, RelinkingAndRetryingHandlesEverySeedWithTheBytesIntact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, CarefulEngine,
+                         ::testing::Values("pull_blocks", "layerwise", "push_blocks"));
+
+const std::string kKills =
+    std::string(KVSIM_SOURCE_DIR) + "/scenarios/serving/a2-2p2d-process-kills.yaml";
+
+TEST(FaultCampaign, AnEngineThatDoesNotRecomputeLosesWhatAKilledInstanceHeld) {
+  const std::vector<CampaignRun> runs = campaign_in_temp(load_scenario(kKills), parse_seeds("1-8"));
+  ASSERT_EQ(runs.size(), 9u);
+  EXPECT_TRUE(runs[0].findings.empty()) << "the run without faults is clean";
+  EXPECT_GE(unhandled(runs), 4u);
+  bool killed_with = false, peers_broken = false;
+  for (const CampaignRun& r : runs) {
+    for (const std::string& f : r.findings) {
+      killed_with |= f.find("killed with ") != std::string::npos;
+      peers_broken |= f.find("LLM_SUSPECT_REMOTE_ERROR") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(killed_with) << "requests that were in the dead instance";
+  EXPECT_TRUE(peers_broken) << "pulls over the links to a prefill instance that came back";
+}
+
+class CarefulAfterKills : public ::testing::TestWithParam<std::string> {};
+
+// Besides every seed handled: while an instance is down the router sends it nothing, and once it
+// is back it serves again.
+TEST_P(CarefulAfterKills, RecomputingAndRelinkingHandlesEverySeedAndTheInstanceServesAgain) {
+  const Scenario s = load_scenario(kKills, {{"transfer.method", GetParam()},
+                                            {"serving.recovery.recompute", "3"},
+                                            {"serving.recovery.retries", "5"},
+                                            {"serving.recovery.relink", "true"}});
+  const std::vector<CampaignRun> runs = campaign_in_temp(s, parse_seeds("1-8"));
+  EXPECT_EQ(unhandled(runs), 0u);
+  int recomputes = 0, restarts = 0, served_after = 0, routed_while_down = 0;
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    ASSERT_TRUE(runs[i].result.has_value());
+    ASSERT_EQ(runs[i].faults.size(), 1u);
+    const DrawnFault& f = runs[i].faults[0];
+    const bool prefill = f.target.rfind("prefill", 0) == 0;
+    const int killed = std::stoi(f.target.substr(prefill ? 7 : 6));
+    restarts += runs[i].result->restarts;
+    for (const RequestResult& q : runs[i].result->requests) {
+      EXPECT_TRUE(q.ok) << "request " << q.id << ": " << q.status;
+      if (q.checked) {
+        EXPECT_TRUE(q.verified) << "request " << q.id;
+      }
+      recomputes += q.recomputes;
+      const int where = prefill ? q.prefill_instance : q.decode_instance;
+      const model::SimTime start = prefill ? q.prefill_start : q.decode_start;
+      const model::SimTime routed = q.arrival + s.engine.request_overhead;
+      if (prefill && routed > f.at && routed < f.until) {
+        ++routed_while_down;
+        EXPECT_NE(where, killed) << "request " << q.id << " sent to " << f.target << " while down";
+      }
+      if (where == killed && start >= f.until) {
+        ++served_after;
+        // Nothing waits for a dead instance: what it serves after its restart came after it.
+        EXPECT_GE(routed, f.until) << "request " << q.id << " waited for " << f.target;
+      }
+    }
+  }
+  EXPECT_GT(recomputes, 0);
+  EXPECT_GT(restarts, 0);
+  EXPECT_GT(routed_while_down, 0);
+  EXPECT_GT(served_after, 0) << "a restarted instance serves again";
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, CarefulAfterKills,
                          ::testing::Values("pull_blocks", "layerwise", "push_blocks"));
 
 }  // namespace
