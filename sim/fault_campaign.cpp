@@ -145,6 +145,7 @@ std::vector<CampaignRun> run_fault_campaign(
     for (const FaultSpec& f : link_events(run.faults)) s.faults.push_back(f);
     s.memory_faults = memory_faults(run.faults);
     s.process_faults = process_faults(run.faults);
+    s.completion_delays = completion_delays(run.faults);
     try {
       run.result = run_scenario(s, options);
       run.findings = findings_of(*run.result);

@@ -43,6 +43,8 @@ const char* to_string(FaultPlan::Kind kind) {
       return "device_oom";
     case FaultPlan::Kind::kProcessKilled:
       return "process_killed";
+    case FaultPlan::Kind::kCompletionDelay:
+      return "completion_delay";
   }
   return "?";
 }
@@ -51,6 +53,13 @@ std::string DrawnFault::describe() const {
   if (kind == FaultPlan::Kind::kDeviceOom) {
     const std::string who = target.rfind("node ", 0) == 0 ? target + "'s devices" : target;
     return who + " out of memory from " + seconds(at) + " to " + seconds(until);
+  }
+  if (kind == FaultPlan::Kind::kCompletionDelay) {
+    const std::string who = target.rfind("node ", 0) == 0 ? target + "'s devices'" : target + "'s";
+    char late[32];
+    std::snprintf(late, sizeof late, "%g", model::to_seconds(delay));
+    return who + " copy completions " + late + " s late from " + seconds(at) + " to " +
+           seconds(until);
   }
   if (kind == FaultPlan::Kind::kProcessKilled) {
     return target + " killed at " + seconds(at) + ", restarted at " + seconds(until);
@@ -69,6 +78,7 @@ std::string DrawnFault::describe() const {
       return where + " lost (down for good) at " + seconds(at);
     case FaultPlan::Kind::kDeviceOom:
     case FaultPlan::Kind::kProcessKilled:
+    case FaultPlan::Kind::kCompletionDelay:
       break;  // above
   }
   return where;
@@ -143,7 +153,8 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
                           has(FaultPlan::Kind::kNicLost))) {
     throw std::invalid_argument("--faults: the run's nodes have no NIC to fail");
   }
-  if (devices.empty() && has(FaultPlan::Kind::kDeviceOom)) {
+  if (devices.empty() &&
+      (has(FaultPlan::Kind::kDeviceOom) || has(FaultPlan::Kind::kCompletionDelay))) {
     throw std::invalid_argument("--faults: the run's nodes have no device to fail");
   }
   if (processes.empty() && has(FaultPlan::Kind::kProcessKilled)) {
@@ -156,7 +167,9 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   for (int i = 0; i < plan.count; ++i) {
     DrawnFault f;
     f.kind = plan.kinds[rng() % plan.kinds.size()];
-    const std::vector<FaultTarget>& pool = f.kind == FaultPlan::Kind::kDeviceOom       ? devices
+    const bool on_devices =
+        f.kind == FaultPlan::Kind::kDeviceOom || f.kind == FaultPlan::Kind::kCompletionDelay;
+    const std::vector<FaultTarget>& pool = on_devices                                  ? devices
                                            : f.kind == FaultPlan::Kind::kProcessKilled ? processes
                                                                                        : targets;
     const FaultTarget& t = pool[rng() % pool.size()];
@@ -168,6 +181,7 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
     const model::SimTime duration = draw_between(rng, plan.duration_first, plan.duration_last);
     f.until = f.kind == FaultPlan::Kind::kNicLost ? 0 : f.at + duration;
     f.factor = f.kind == FaultPlan::Kind::kLinkDegraded ? plan.factor : 1.0;
+    f.delay = f.kind == FaultPlan::Kind::kCompletionDelay ? plan.delay : 0;
     drawn.push_back(std::move(f));
   }
   std::stable_sort(drawn.begin(), drawn.end(), [](const DrawnFault& a, const DrawnFault& b) {
@@ -180,9 +194,10 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   std::set<std::string> lost;
   std::vector<DrawnFault> out;
   for (DrawnFault f : drawn) {
-    const std::string key = (f.kind == FaultPlan::Kind::kDeviceOom       ? "memory "
-                             : f.kind == FaultPlan::Kind::kProcessKilled ? "process "
-                                                                         : "") +
+    const std::string key = (f.kind == FaultPlan::Kind::kDeviceOom         ? "memory "
+                             : f.kind == FaultPlan::Kind::kProcessKilled   ? "process "
+                             : f.kind == FaultPlan::Kind::kCompletionDelay ? "completion "
+                                                                           : "") +
                             f.target;
     if (lost.count(key) != 0) continue;
     const auto it = busy_until.find(key);
@@ -210,6 +225,15 @@ std::vector<MemoryFaultSpec> memory_faults(const std::vector<DrawnFault>& faults
   return out;
 }
 
+std::vector<CompletionDelaySpec> completion_delays(const std::vector<DrawnFault>& faults) {
+  std::vector<CompletionDelaySpec> out;
+  for (const DrawnFault& f : faults) {
+    if (f.kind != FaultPlan::Kind::kCompletionDelay) continue;
+    for (const int d : f.devices) out.push_back({d, f.at, f.until, f.delay});
+  }
+  return out;
+}
+
 std::vector<ProcessFaultSpec> process_faults(const std::vector<DrawnFault>& faults) {
   std::vector<ProcessFaultSpec> out;
   for (const DrawnFault& f : faults) {
@@ -221,7 +245,8 @@ std::vector<ProcessFaultSpec> process_faults(const std::vector<DrawnFault>& faul
 std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults) {
   std::vector<FaultSpec> out;
   for (const DrawnFault& f : faults) {
-    if (f.kind == FaultPlan::Kind::kDeviceOom || f.kind == FaultPlan::Kind::kProcessKilled) {
+    if (f.kind == FaultPlan::Kind::kDeviceOom || f.kind == FaultPlan::Kind::kProcessKilled ||
+        f.kind == FaultPlan::Kind::kCompletionDelay) {
       continue;
     }
     for (const std::string& link : f.links) {

@@ -26,6 +26,15 @@ struct MemoryFaultSpec {
   model::SimTime until = 0;
 };
 
+/// A device whose copy completions reach their callers `delay` late from `from` to `until` (a
+/// drawn completion_delay).
+struct CompletionDelaySpec {
+  int device = 0;
+  model::SimTime from = 0;
+  model::SimTime until = 0;
+  model::SimTime delay = 0;
+};
+
 /// A serving instance killed at `at` (every rank's process, as SIGKILL would) and started again
 /// at `restart` (a drawn process_killed).
 struct ProcessFaultSpec {
@@ -38,25 +47,27 @@ struct ProcessFaultSpec {
 /// `kvsim launch --faults` (python/kvsim/launch/faults.py), plus a NIC that never comes back.
 struct FaultPlan {
   enum class Kind {
-    kLinkDown,       ///< down for a drawn duration, then up
-    kLinkDegraded,   ///< at `factor` of its bandwidth for a drawn duration
-    kNicLost,        ///< down from a drawn time to the end of the run
-    kDeviceOom,      ///< a node's (or one device's) HBM full for a drawn duration
-    kProcessKilled,  ///< a serving instance killed, restarted after a drawn duration
+    kLinkDown,         ///< down for a drawn duration, then up
+    kLinkDegraded,     ///< at `factor` of its bandwidth for a drawn duration
+    kNicLost,          ///< down from a drawn time to the end of the run
+    kDeviceOom,        ///< a node's (or one device's) HBM full for a drawn duration
+    kProcessKilled,    ///< a serving instance killed, restarted after a drawn duration
+    kCompletionDelay,  ///< a node's (or one device's) copy completions `delay` late for a while
   };
   std::vector<Kind> kinds{Kind::kLinkDown, Kind::kLinkDegraded};
   model::SimTime window_first = 0;  ///< a fault starts in [first, last]
   model::SimTime window_last = model::kMs * 1000;
   model::SimTime duration_first = model::kMs;  ///< and lasts [first, last]
   model::SimTime duration_last = 50 * model::kMs;
-  int count = 1;         ///< faults per seed
-  double factor = 0.1;   ///< kLinkDegraded: the share of bandwidth left
+  int count = 1;                           ///< faults per seed
+  double factor = 0.1;                     ///< kLinkDegraded: the share of bandwidth left
+  model::SimTime delay = 2 * model::kSec;  ///< kCompletionDelay: how late [I]
   bool per_nic = false;  ///< scope "nic": one NIC; "node" (default): every NIC of a node
   /// kProcessKilled: the instances that may die ("prefill0", ...); empty: any of them.
   std::vector<std::string> processes;
 };
 
-/// "link_down", "link_degraded", "nic_lost", "device_oom", "process_killed".
+/// "link_down", "link_degraded", "nic_lost", "device_oom", "process_killed", "completion_delay".
 const char* to_string(FaultPlan::Kind kind);
 
 /// What one fault may hit: a node's NICs (scope node) or one NIC (scope nic), and where the run's
@@ -74,10 +85,11 @@ struct DrawnFault {
   std::string target;
   std::string ports = "NICs";  ///< what a node target's links are ("NICs and UB ports")
   std::vector<std::string> links;
-  std::vector<int> devices;  ///< kDeviceOom: whose HBM
+  std::vector<int> devices;  ///< kDeviceOom: whose HBM; kCompletionDelay: whose engines
   model::SimTime at = 0;
   model::SimTime until = 0;  ///< kNicLost: never back (0); kProcessKilled: its restart
   double factor = 1;
+  model::SimTime delay = 0;  ///< kCompletionDelay
   /// "node 1's NICs down from t=0.041203 s to t=0.062001 s".
   std::string describe() const;
 };
@@ -95,7 +107,8 @@ std::vector<FaultTarget> device_targets(const model::Topology& topo, const std::
 
 /// The faults of one seed, in time order: the same plan, seed and targets give the same faults on
 /// every machine (a 64-bit Mersenne Twister, integer draws). Faults on one target never overlap:
-/// one that would starts when the earlier one ends. device_oom draws from `devices`,
+/// one that would starts when the earlier one ends. device_oom and completion_delay draw from
+/// `devices`,
 /// process_killed from `processes` (serving instances, FaultTarget::name only), the other kinds
 /// from `targets` (a plan without those kinds draws as it did before they existed). Throws
 /// std::invalid_argument when a kind has no target.
@@ -108,6 +121,8 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
 std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults);
 /// The memory faults that make `faults`' device_oom happen.
 std::vector<MemoryFaultSpec> memory_faults(const std::vector<DrawnFault>& faults);
+/// The delays that make `faults`' completion_delay happen.
+std::vector<CompletionDelaySpec> completion_delays(const std::vector<DrawnFault>& faults);
 /// The instance kills that make `faults`' process_killed happen.
 std::vector<ProcessFaultSpec> process_faults(const std::vector<DrawnFault>& faults);
 

@@ -57,6 +57,9 @@ class Run {
     for (const MemoryFaultSpec& m : s_.memory_faults) {  // before the caches are allocated
       world_.platform().add_memory_fault(m.device, m.from, m.until);
     }
+    for (const CompletionDelaySpec& c : s_.completion_delays) {
+      world_.platform().add_completion_delay(c.device, c.from, c.until, c.delay);
+    }
     setup();
     for (const FaultSpec& f : s_.faults) world_.fabric().schedule_link_event(f.link, f.at, f.event);
     world_.platform().spawn("serve", [this] { serve(); });

@@ -283,7 +283,7 @@ std::pair<SimTime, SimTime> time_range(YamlReader& r, const std::string& key) {
   return {t[0], t[1]};
 }
 
-// fault_plan: {kinds, window, duration, count, factor, scope, processes}, what `kvsim run
+// fault_plan: {kinds, window, duration, count, factor, delay, scope, processes}, what `kvsim run
 // --faults` draws. `serving`: the scenario's instances, which processes: names.
 FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& serving) {
   YamlReader r = top.child("fault_plan");
@@ -293,7 +293,7 @@ FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& ser
     if (!list.IsSequence() || list.size() == 0) {
       r.fail(list, r.qualified("kinds"),
              "must be a non-empty list of link_down, link_degraded, "
-             "nic_lost, device_oom, process_killed");
+             "nic_lost, device_oom, process_killed, completion_delay");
     }
     plan.kinds.clear();
     for (const YAML::Node& k : list) {
@@ -306,6 +306,8 @@ FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& ser
         plan.kinds.push_back(FaultPlan::Kind::kNicLost);
       else if (name == "device_oom")
         plan.kinds.push_back(FaultPlan::Kind::kDeviceOom);
+      else if (name == "completion_delay")
+        plan.kinds.push_back(FaultPlan::Kind::kCompletionDelay);
       else if (name == "process_killed" && serving)
         plan.kinds.push_back(FaultPlan::Kind::kProcessKilled);
       else if (name == "process_killed")
@@ -315,8 +317,8 @@ FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& ser
       else
         r.fail(k, r.qualified("kinds"),
                "has '" + name +
-                   "': the kinds are link_down, link_degraded, nic_lost, device_oom and "
-                   "process_killed");
+                   "': the kinds are link_down, link_degraded, nic_lost, device_oom, "
+                   "process_killed and completion_delay");
     }
   }
   if (r.has("window")) std::tie(plan.window_first, plan.window_last) = time_range(r, "window");
@@ -325,6 +327,12 @@ FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& ser
   }
   if (r.has("count")) plan.count = static_cast<int>(r.integer("count", 1, 1000));
   if (r.has("factor")) plan.factor = r.real("factor", 0, 1);
+  if (r.has("delay")) {
+    plan.delay = r.time("delay");
+    if (plan.delay == 0 || plan.delay > 3600 * model::kSec) {
+      r.fail_key("delay", "must be more than 0 and at most 1 hour");
+    }
+  }
   if (r.has("scope")) {
     const std::string scope = r.text("scope");
     if (scope != "node" && scope != "nic") r.fail_key("scope", "must be node or nic");

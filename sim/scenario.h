@@ -109,6 +109,8 @@ struct Scenario {
   std::vector<FaultSpec> faults;
   /// Devices whose allocations fail for a while (set by a fault campaign's device_oom draws).
   std::vector<MemoryFaultSpec> memory_faults;
+  /// Devices whose copy completions come late for a while (a campaign's completion_delay draws).
+  std::vector<CompletionDelaySpec> completion_delays;
   /// Serving instances killed and restarted (set by a fault campaign's process_killed draws).
   std::vector<ProcessFaultSpec> process_faults;
   /// What `kvsim run --faults SEEDS` draws from (a fault_plan: section), if given.

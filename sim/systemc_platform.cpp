@@ -223,11 +223,24 @@ void SystemcPlatform::post(int device, int engine, std::vector<impl::CopyDescrip
   for (const auto& d : descriptors) descs.push_back({d.src_addr, d.dst_addr, d.length});
   try {
     fabric_.post({device, engine}, std::move(descs),
-                 [this, done = std::move(done)](const model::BatchOutcome& o) {
+                 [this, device, done = std::move(done)](const model::BatchOutcome& o) {
                    impl::CopyOutcome out;
                    out.ok = o.ok;
                    out.error = o.error;
                    out.landed_bytes = o.landed_bytes;
+                   Time delay = 0;
+                   const Time at = now();
+                   for (const CompletionDelay& f : completion_delays_) {
+                     if (f.device == device && at >= f.from && at < f.until) delay = f.delay;
+                   }
+                   if (delay > 0 && done) {  // a thread of the kernel's, not a job of a process
+                     sc_core::sc_spawn([this, done, out, delay] {
+                       sc_core::wait(span(delay));
+                       done(out);
+                       wake_driver();
+                     });
+                     return;
+                   }
                    if (done) done(out);
                    wake_driver();
                  });
@@ -351,6 +364,11 @@ void SystemcPlatform::kill_process(int process) {
 void SystemcPlatform::add_memory_fault(int device, Time from, Time until) {
   (void)fabric_.topology().device_memory(device);  // checks the device
   if (until > from) memory_faults_.push_back({device, from, until});
+}
+
+void SystemcPlatform::add_completion_delay(int device, Time from, Time until, Time delay) {
+  (void)fabric_.topology().device_memory(device);  // checks the device
+  if (until > from && delay > 0) completion_delays_.push_back({device, from, until, delay});
 }
 
 void SystemcPlatform::end_jobs() {

@@ -126,6 +126,11 @@ class SystemcPlatform final : public impl::Platform {
   /// were full: a fault campaign's device_oom (the library then reports its out-of-memory
   /// status). Host memory is not affected.
   void add_memory_fault(int device, impl::Time from, impl::Time until);
+  /// From `from` to `until` (simulated time) every copy batch that `device`'s engines complete
+  /// reports its outcome `delay` late: the bytes land on time, their completion does not (a
+  /// fault campaign's completion_delay, a stuck completion queue [I]). Callers waiting with a
+  /// timeout meet it.
+  void add_completion_delay(int device, impl::Time from, impl::Time until, impl::Time delay);
 
   /// Ends the jobs still suspended (and those of killed processes): each is resumed with an
   /// exception, not std::exception's, that unwinds its stack, so that what its frames own is
@@ -165,6 +170,11 @@ class SystemcPlatform final : public impl::Platform {
     impl::Time from = 0, until = 0;
   };
   std::vector<MemoryFault> memory_faults_;  ///< add_memory_fault's windows
+  struct CompletionDelay {
+    int device = 0;
+    impl::Time from = 0, until = 0, delay = 0;
+  };
+  std::vector<CompletionDelay> completion_delays_;  ///< add_completion_delay's windows
   bool stop_requested_ = false;
 };
 

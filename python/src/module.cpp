@@ -1245,6 +1245,22 @@ void bind_world(py::module_& m) {
           "Makes every allocation in `device`'s HBM fail as out of memory from simulated time "
           "`at` to `until` seconds (a fault campaign's device_oom).")
       .def(
+          "schedule_completion_delay",
+          [](std::shared_ptr<WorldBox> b, int device, double at, double until, double delay) {
+            sim::World& w = live(b);
+            checked_index("device", device, w.platform().device_count());
+            const impl::Time from = seconds_to_time(at, "at");
+            const impl::Time to = seconds_to_time(until, "until");
+            const impl::Time late = seconds_to_time(delay, "delay");
+            if (to < from) throw impl::ValueError("until", "must not be before `at`");
+            if (late == 0) throw impl::ValueError("delay", "must be more than 0");
+            w.platform().add_completion_delay(device, from, to, late);
+          },
+          "device"_a, "at"_a, "until"_a, "delay"_a,
+          "Makes every copy batch `device`'s engines complete from simulated time `at` to "
+          "`until` seconds report its outcome `delay` seconds late (a fault campaign's "
+          "completion_delay; the bytes land on time).")
+      .def(
           "inventory",
           [](std::shared_ptr<WorldBox> b) {
             const sim::WorldInventory inv = sim::take_inventory(live(b));

@@ -183,6 +183,41 @@ def test_a_device_out_of_memory_while_a_program_allocates_is_its_error_and_repla
         "detail"]), by_process
 
 
+def test_completion_delays_draw_devices_carry_the_delay_and_keep_older_draws():
+    devices = [("node 0", [0, 1]), ("node 1", [8, 9])]
+    plan = faults.FaultPlan(kinds=("completion_delay",), count=3, delay=0.5)
+    drawn = faults.draw(plan, 2, [], (), devices)
+    assert [f.kind for f in drawn] == ["completion_delay"] * 3
+    assert all(f.delay == 0.5 and f.links == [] and (f.target, f.devices) in devices
+               for f in drawn)
+    assert "copy completions 0.5 s late from t=" in drawn[0].describe()
+    oom = faults.draw(faults.FaultPlan(kinds=("device_oom",), count=3), 2, [], (), devices)
+    assert [(f.target, f.at, f.until) for f in oom] == [(f.target, f.at, f.until) for f in drawn]
+
+
+def test_late_completions_time_the_careless_decoder_s_pull_out(tmp_path):
+    """Seed 4 makes node 1's copy completions 2 s late while the decoder pulls: the careless
+    decoder's pull_cache waits the library's llm.SyncKvCacheWaitTime (1 s), raises LLM_TIMEOUT
+    and dies of it (a finding); the careful one gives the prompt up at its deadline and exits 0."""
+    script = os.path.join(FAULTS, "pull_requests.py")
+    for careful in ("", " --careful"):
+        plan = tmp_path / f"late{len(careful)}.yaml"
+        plan.write_text(
+            "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
+            "processes:\n"
+            f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt{careful}}}\n"
+            f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder{careful}}}\n"
+            "faults: {kinds: [completion_delay], window: [1.03, 1.04], duration: [2.0, 2.0], "
+            "delay: 2.0}\n")
+        done = launch("-f", str(plan), "--faults", "4")
+        assert "node 1's devices' copy completions 2 s late from t=1.031032 s" in done.stderr
+        if careful:
+            assert done.returncode == 0, done.stderr
+        else:
+            assert done.returncode == 1, done.stderr
+            assert "LLMException: pull_cache: failed, error code is LLM_TIMEOUT" in done.stderr
+
+
 def test_a_kill_campaign_finds_the_careless_programs_and_clears_the_careful_ones(tmp_path):
     careless = launch("-f", "careless_kills.yaml", "--faults", "1-4", "-j", "2",
                       "--output-dir", str(tmp_path / "careless"))

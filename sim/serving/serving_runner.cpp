@@ -129,6 +129,9 @@ class Serving {
     for (const MemoryFaultSpec& m : s_.memory_faults) {
       world_.platform().add_memory_fault(m.device, m.from, m.until);
     }
+    for (const CompletionDelaySpec& c : s_.completion_delays) {
+      world_.platform().add_completion_delay(c.device, c.from, c.until, c.delay);
+    }
     setup();
     busy_ = 1;  // the arrivals job
     world_.platform().spawn("arrivals", [this] { arrivals(); });

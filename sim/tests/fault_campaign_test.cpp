@@ -120,6 +120,7 @@ TEST(FaultPlan, BadPlansAndRecoveriesFailWithFileLineAndKey) {
        "<t>:8: key 'fault_plan.processes' has 'prefill1': must be a non-empty list of instance "
        "names (prefill0 to prefill0, decode0 to decode0)"},
       {"fault_plan: {processes: []}\n", "key 'fault_plan.processes' must be a non-empty list"},
+      {"fault_plan: {delay: 0s}\n", "key 'fault_plan.delay' must be more than 0"},
   };
   for (const auto& [text, rule] : cases) {
     try {
@@ -385,6 +386,49 @@ TEST_P(CarefulEngine, RelinkingAndRetryingHandlesEverySeedWithTheBytesIntact) {
 
 INSTANTIATE_TEST_SUITE_P(Methods, CarefulEngine,
                          ::testing::Values("pull_blocks", "layerwise", "push_blocks"));
+
+// A stuck completion queue on the decode side: pull_blocks waits its llm.SyncKvCacheWaitTime
+// (1 s) for a completion that comes 2 s late, fails with LLM_TIMEOUT, and leaves the link unusable.
+TEST(FaultCampaign, LateCompletionsTimeACarelessEnginesPullsOutAndNotACarefulOnes) {
+  FaultPlan plan;
+  plan.kinds = {FaultPlan::Kind::kCompletionDelay};
+  plan.delay = 2 * model::kSec;
+  model::FluidNetwork net;
+  const model::Topology topo(model::load_preset("atlas-a2", {}), net);
+  const std::vector<DrawnFault> drawn =
+      draw_faults(plan, 2, {}, device_targets(topo, {0, 1}, false));
+  ASSERT_EQ(drawn.size(), 1u);
+  EXPECT_EQ(drawn[0].devices.size(), 8u);
+  EXPECT_EQ(drawn[0].describe().find("'s devices' copy completions 2 s late from t="), 6u)
+      << drawn[0].describe();
+  const std::vector<CompletionDelaySpec> late = completion_delays(drawn);
+  ASSERT_EQ(late.size(), 8u);
+  EXPECT_EQ(late[0].delay, plan.delay);
+  EXPECT_TRUE(link_events(drawn).empty() && memory_faults(drawn).empty());
+  for (const bool careful : {false, true}) {
+    std::vector<ScenarioOverride> sets = {
+        {"fault_plan", "{kinds: [completion_delay], window: [500ms, 8s], duration: [1s, 3s]}"}};
+    if (careful) {
+      sets.push_back({"serving.recovery.retries", "20"});
+      sets.push_back({"serving.recovery.relink", "true"});
+    }
+    const auto runs = campaign_in_temp(load_scenario(kCampaign, sets), {2, 3});
+    ASSERT_EQ(runs.size(), 3u);
+    for (std::size_t i = 1; i < runs.size(); ++i) {
+      ASSERT_EQ(runs[i].faults.size(), 1u);
+      EXPECT_EQ(runs[i].faults[0].target, "node 1") << "the decode side, which pulls";
+      if (careful) {
+        EXPECT_TRUE(runs[i].findings.empty()) << runs[i].findings[0];
+        ASSERT_TRUE(runs[i].result);
+        EXPECT_GT(runs[i].result->relinks, 0);
+      } else {
+        ASSERT_EQ(runs[i].findings.size(), 1u);
+        EXPECT_NE(runs[i].findings[0].find("LLM_TIMEOUT"), std::string::npos)
+            << runs[i].findings[0];
+      }
+    }
+  }
+}
 
 const std::string kKills =
     std::string(KVSIM_SOURCE_DIR) + "/scenarios/serving/a2-2p2d-process-kills.yaml";

@@ -143,6 +143,35 @@ TEST_F(PlatformTest, PostedCopiesCompleteInSimulatedTimeAndMoveBytes) {
   EXPECT_THROW(platform_->post(0, 0, {{*src, *dst, 0}}, nullptr), std::invalid_argument);
 }
 
+// A completion delay holds the outcome back by exactly the delay, for copies its device's engines
+// complete inside the window; the bytes land on time, and other devices are not affected.
+TEST_F(PlatformTest, ACompletionDelayReportsTheOutcomeLateAndOnlyInsideItsWindow) {
+  const auto src = platform_->allocate(0, impl::Placement::DEVICE, 1 << 20, 0);
+  const auto dst = platform_->allocate(9, impl::Placement::DEVICE, 1 << 20, 0);
+  ASSERT_TRUE(src && dst);
+  const auto copy_time = [&](int device, std::uint64_t from, std::uint64_t to) {
+    auto done = platform_->make_signal();
+    const impl::Time start = platform_->now();
+    impl::Time landed = 0;
+    platform_->post(device, -1, {{from, to, 4096}}, [&](const impl::CopyOutcome& o) {
+      EXPECT_TRUE(o.ok);
+      landed = platform_->now();
+      done->set();
+    });
+    EXPECT_TRUE(done->wait_for(kForever));
+    return landed - start;
+  };
+  const impl::Time plain = copy_time(0, *src, *dst);
+  const impl::Time back = copy_time(9, *dst, *src);
+  const impl::Time delay = 3 * model::kMs;
+  platform_->add_completion_delay(0, platform_->now(), platform_->now() + 10 * model::kMs, delay);
+  EXPECT_EQ(copy_time(0, *src, *dst), plain + delay);
+  EXPECT_EQ(copy_time(9, *dst, *src), back) << "device 9's engines are not delayed";
+  platform_->sleep(10 * model::kMs);
+  EXPECT_EQ(copy_time(0, *src, *dst), plain) << "after the window";
+  EXPECT_THROW(platform_->add_completion_delay(99, 0, 1, 1), std::exception);
+}
+
 TEST_F(PlatformTest, AllocationThatDoesNotFitIsRefused) {
   EXPECT_FALSE(platform_->allocate(0, impl::Placement::DEVICE, 65ull << 30, 0));
   EXPECT_TRUE(platform_->allocate(0, impl::Placement::HOST, 1ull << 30, 0));

@@ -7,7 +7,10 @@ takes down or degrades the RoCE links of a node that runs one of the launch's pr
 out of memory (device_oom) makes every HBM allocation on a node's devices (scope "node") or on one
 device (scope "nic") fail for a drawn time, as a full HBM does (another tenant's memory or
 fragmentation [I]): aclrtMalloc and the library's allocate_cache then return their
-out-of-memory errors. A process
+out-of-memory errors. A completion delay (completion_delay) makes every copy that a node's
+devices (or one device's) engines complete in a drawn window report its outcome `delay` seconds
+late, as a stuck completion queue would [I]: the bytes land on time, and a caller waiting with a
+timeout meets it. A process
 kill ends one of the plan's processes (default: any) with SIGKILL at a time drawn from the
 window: no more of its code runs, its engines vanish without a word to their peers, and the
 driver frees its device memory. The schedule goes into the world
@@ -27,7 +30,8 @@ from typing import List, Tuple
 
 from kvsim.launch.spec import LaunchError
 
-KINDS = ("link_down", "link_degraded", "process_killed", "device_oom")
+KINDS = ("link_down", "link_degraded", "process_killed", "device_oom", "completion_delay")
+DEVICE_KINDS = ("device_oom", "completion_delay")  # drawn over device_targets()
 KILLED = 128 + 9  # the exit status of a process killed by SIGKILL
 MAX_SEEDS = 10_000
 MAX_FAULTS = 1_000
@@ -41,6 +45,7 @@ class FaultPlan:
     count: int = 1
     duration: Tuple[float, float] = (0.001, 0.05)
     factor: float = 0.1                         # link_degraded: fraction of the bandwidth left
+    delay: float = 2.0                          # completion_delay: seconds late [I]
     scope: str = "node"                         # "node": all of a node's NICs; "nic": one NIC
     processes: Tuple[str, ...] = ()             # process_killed: who may die (empty: anyone)
 
@@ -54,7 +59,8 @@ class Fault:
     at: float
     until: float
     factor: float = 1.0
-    devices: List[int] = dataclasses.field(default_factory=list)  # device_oom: whose HBM
+    devices: List[int] = dataclasses.field(default_factory=list)  # device_oom, completion_delay
+    delay: float = 0.0                                            # completion_delay
 
     def describe(self):
         if self.kind == "process_killed":
@@ -62,6 +68,11 @@ class Fault:
         if self.kind == "device_oom":
             where = f"{self.target}'s devices" if self.target.startswith("node") else self.target
             return f"{where} out of memory from t={self.at:.6f} s to t={self.until:.6f} s"
+        if self.kind == "completion_delay":
+            who = f"{self.target}'s devices'" if self.target.startswith("node") else \
+                f"{self.target}'s"
+            return (f"{who} copy completions {self.delay:g} s late from t={self.at:.6f} s to "
+                    f"t={self.until:.6f} s")
         what = ("down" if self.kind == "link_down"
                 else f"degraded to {self.factor:g} of their bandwidth")
         where = f"{self.target}'s RoCE links" if self.target.startswith("node") else self.target
@@ -92,7 +103,7 @@ def parse_seeds(text):
 
 def plan_from_node(node):
     """A FaultPlan from the launch file's `faults` mapping (spec._Node); errors name the key."""
-    fields = node.mapping({"kinds", "window", "count", "duration", "factor", "scope",
+    fields = node.mapping({"kinds", "window", "count", "duration", "factor", "delay", "scope",
                            "processes"})
     plan = FaultPlan()
     if "kinds" in fields:
@@ -127,6 +138,10 @@ def plan_from_node(node):
         plan.factor = fields["factor"].number(0.0)
         if not 0 < plan.factor <= 1:
             fields["factor"].fail(f"{plan.factor} must be in (0, 1]")
+    if "delay" in fields:
+        plan.delay = fields["delay"].number(0.0)
+        if not 0 < plan.delay <= 3600:
+            fields["delay"].fail(f"{plan.delay} must be in (0, 3600] seconds")
     return plan
 
 
@@ -144,8 +159,8 @@ def targets(world, nodes, scope):
 
 
 def device_targets(world, nodes, scope):
-    """What a device_oom may hit: (target, its devices) per node that runs a process (scope
-    "node") or per device of such a node (scope "nic")."""
+    """What a device_oom or completion_delay may hit: (target, its devices) per node that runs a
+    process (scope "node") or per device of such a node (scope "nic")."""
     per_node = world.device_count // world.nodes
     out = []
     for n in sorted(set(nodes)):
@@ -164,7 +179,7 @@ def draw(plan, seed, candidates, processes=(), devices=()) -> List[Fault]:
     victims = list(plan.processes or processes)
     if not candidates and any(k in ("link_down", "link_degraded") for k in plan.kinds):
         raise LaunchError("--faults: the launch's nodes have no RoCE link to fail")
-    if not devices and "device_oom" in plan.kinds:
+    if not devices and any(k in DEVICE_KINDS for k in plan.kinds):
         raise LaunchError("--faults: the launch's nodes have no device to fail")
     if not victims and "process_killed" in plan.kinds:
         raise LaunchError("--faults: the launch has no process to kill")
@@ -177,20 +192,21 @@ def draw(plan, seed, candidates, processes=(), devices=()) -> List[Fault]:
             at = rng.uniform(*plan.window)
             drawn.append((at, 0.0, kind, f"process {victim}", []))
             continue
-        target, links = rng.choice(devices if kind == "device_oom" else candidates)
+        target, links = rng.choice(devices if kind in DEVICE_KINDS else candidates)
         at = rng.uniform(*plan.window)
         drawn.append((at, rng.uniform(*plan.duration), kind, target, list(links)))
     # Faults on one target never overlap (one's end would end the other early): a fault that
     # would starts when the earlier one ends.
     faults, ends = [], {}
     for at, duration, kind, target, links in sorted(drawn, key=lambda d: (d[0], d[3])):
-        oom = kind == "device_oom"
-        key = (oom, target)  # a node's memory and its links are different targets
+        on_devices = kind in DEVICE_KINDS
+        key = (kind if on_devices else "links", target)  # memory, completions, links: apart
         at = max(at, ends.get(key, 0.0))
         ends[key] = at + duration
-        faults.append(Fault(kind, target, [] if oom else links, at, at + duration,
+        faults.append(Fault(kind, target, [] if on_devices else links, at, at + duration,
                             plan.factor if kind == "link_degraded" else 1.0,
-                            links if oom else []))
+                            links if on_devices else [],
+                            plan.delay if kind == "completion_delay" else 0.0))
     return sorted(faults, key=lambda f: (f.at, f.target))
 
 
@@ -199,7 +215,10 @@ def inject(world, faults, start):
     are the launcher's: victim())."""
     for f in faults:
         for device in f.devices:
-            world.schedule_device_oom(device, start + f.at, start + f.until)
+            if f.kind == "completion_delay":
+                world.schedule_completion_delay(device, start + f.at, start + f.until, f.delay)
+            else:
+                world.schedule_device_oom(device, start + f.at, start + f.until)
         for link in f.links:
             if f.kind == "link_down":
                 world.schedule_link_event(link, start + f.at, "down")
