@@ -48,7 +48,7 @@ struct Fabric::Engine {
 };
 
 struct Fabric::Action {
-  enum class Kind { kDescriptorsDone, kArrive, kReport, kLinkEvent };
+  enum class Kind { kDescriptorsDone, kArrive, kReport, kLinkEvent, kStallEnd };
   explicit Action(Kind k) : kind(k) {}
   Kind kind;
   SimTime at = 0;
@@ -58,6 +58,7 @@ struct Fabric::Action {
   Batch* batch = nullptr;
   std::uint32_t link = 0;
   LinkEvent event;
+  int device = 0;  ///< kStallEnd
 };
 
 bool Fabric::ActionLater::operator()(const Action& a, const Action& b) const {
@@ -237,6 +238,32 @@ void Fabric::schedule_link_event(const std::string& link, SimTime at, LinkEvent 
   if (!in_run_) wake_at(at);
 }
 
+void Fabric::stall_engines(int device, SimTime from, SimTime until) {
+  if (device < 0 || device >= topology_->device_count()) {
+    throw ModelError(ErrorKind::kOutOfRange,
+                     "stall_engines: unknown device " + std::to_string(device));
+  }
+  if (from < now() || until < from) {
+    throw ModelError(
+        ErrorKind::kInvalidArgument,
+        "stall_engines: the window must not start in the past or end before it starts");
+  }
+  if (until == from) return;
+  stalls_.push_back({device, from, until});
+  Action a(Action::Kind::kStallEnd);  // the queues drain again
+  a.device = device;
+  schedule(until, a);
+  if (!in_run_) wake_at(until);
+}
+
+bool Fabric::stalled(int device) const {
+  const SimTime t = now();
+  for (const Stall& s : stalls_) {
+    if (s.device == device && t >= s.from && t < s.until) return true;
+  }
+  return false;
+}
+
 bool Fabric::link_up(std::uint32_t link) const {
   return link_state_.at(link) > 0;
 }
@@ -261,6 +288,7 @@ void Fabric::wake_at(SimTime at) {
 }
 
 void Fabric::try_process(Engine& e) {
+  if (!stalls_.empty() && stalled(e.ref.device)) return;  // kStallEnd calls again
   while (e.processing == nullptr && !e.queue.empty()) {
     Chunk* c = e.queue.front();
     if (c->batch->failed) {
@@ -525,6 +553,14 @@ void Fabric::run() {
       case Action::Kind::kLinkEvent:
         apply_link_event(a.link, a.event);
         break;
+      case Action::Kind::kStallEnd: {
+        const int per_device = topology_->spec().dma.engines;
+        for (int k = 0; k < per_device; ++k) {
+          Engine& e = *engines_[static_cast<std::size_t>(a.device * per_device + k)];
+          if (e.blocked == nullptr) try_process(e);
+        }
+        break;
+      }
     }
     if (a.batch && a.batch->reported && a.batch->refs == 0) release(a.batch->id);
   }

@@ -98,6 +98,10 @@ class Fabric : public sc_core::sc_module {
   void schedule_link_event(const std::string& link, SimTime at, LinkEvent event);
   /// True if the link is up now.
   bool link_up(std::uint32_t link) const;
+  /// From `from` to `until` (absolute, `from` >= now) the engines of `device` take no new chunk
+  /// from their queues: what is posted meanwhile waits there, and drains once the window ends
+  /// (a transfer queue that fills and stops draining [I]). Chunks already taken go on.
+  void stall_engines(int device, SimTime from, SimTime until);
 
   /// Attaches an observer (nullptr detaches); the Fabric does not own it.
   void set_observer(FabricObserver* observer) { observer_ = observer; }
@@ -135,6 +139,8 @@ class Fabric : public sc_core::sc_module {
   void fail_batch(Batch* b, const std::string& why);
   void finish_batch(Batch* b);
   void apply_link_event(std::uint32_t link, LinkEvent ev);
+  /// True while a stall_engines window holds `device`'s engines.
+  bool stalled(int device) const;
   void check_descriptors(const std::vector<CopyDescriptor>& descs) const;
   const Route& route(MemoryId src, MemoryId dst, const Engine& e, int rail = 0);
   /// The NIC rail a chunk's bytes take on a device with several NICs (0 otherwise).
@@ -164,6 +170,11 @@ class Fabric : public sc_core::sc_module {
   std::pmr::unordered_map<FluidNetwork::FlowId, Chunk*> flow_owner_;
   std::unordered_map<std::uint64_t, Route> route_cache_;  ///< key: source, destination, engine
   std::vector<double> link_state_;  ///< 0 = down, else fraction of healthy bandwidth
+  struct Stall {
+    int device;
+    SimTime from, until;
+  };
+  std::vector<Stall> stalls_;  ///< stall_engines' windows
   std::priority_queue<Action, std::vector<Action>, ActionLater> agenda_;
   std::uint64_t next_batch_id_ = 1;
   std::uint64_t next_seq_ = 0;

@@ -146,6 +146,7 @@ std::vector<CampaignRun> run_fault_campaign(
     s.memory_faults = memory_faults(run.faults);
     s.process_faults = process_faults(run.faults);
     s.completion_delays = completion_delays(run.faults);
+    s.queue_stalls = queue_stalls(run.faults);
     try {
       run.result = run_scenario(s, options);
       run.findings = findings_of(*run.result);

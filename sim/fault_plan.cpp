@@ -23,6 +23,29 @@ model::SimTime draw_between(std::mt19937_64& rng, model::SimTime lo, model::SimT
   return lo + (span == ~std::uint64_t{0} ? rng() : rng() % (span + 1));
 }
 
+// Kinds drawn over device targets (a node's devices, or one device).
+bool on_devices(FaultPlan::Kind k) {
+  return k == FaultPlan::Kind::kDeviceOom || k == FaultPlan::Kind::kCompletionDelay ||
+         k == FaultPlan::Kind::kQueueStall;
+}
+
+// What a fault's target is a target of: faults of one space on one target never overlap, and a
+// node's memory, completions, queues and links are different spaces.
+std::string space(FaultPlan::Kind k) {
+  switch (k) {
+    case FaultPlan::Kind::kDeviceOom:
+      return "memory ";
+    case FaultPlan::Kind::kCompletionDelay:
+      return "completion ";
+    case FaultPlan::Kind::kQueueStall:
+      return "queue ";
+    case FaultPlan::Kind::kProcessKilled:
+      return "process ";
+    default:
+      return "";
+  }
+}
+
 std::string seconds(model::SimTime t) {
   char text[48];
   std::snprintf(text, sizeof text, "t=%.6f s", model::to_seconds(t));
@@ -45,6 +68,8 @@ const char* to_string(FaultPlan::Kind kind) {
       return "process_killed";
     case FaultPlan::Kind::kCompletionDelay:
       return "completion_delay";
+    case FaultPlan::Kind::kQueueStall:
+      return "queue_stall";
   }
   return "?";
 }
@@ -60,6 +85,10 @@ std::string DrawnFault::describe() const {
     std::snprintf(late, sizeof late, "%g", model::to_seconds(delay));
     return who + " copy completions " + late + " s late from " + seconds(at) + " to " +
            seconds(until);
+  }
+  if (kind == FaultPlan::Kind::kQueueStall) {
+    const std::string who = target.rfind("node ", 0) == 0 ? target + "'s devices'" : target + "'s";
+    return who + " transfer queues stalled from " + seconds(at) + " to " + seconds(until);
   }
   if (kind == FaultPlan::Kind::kProcessKilled) {
     return target + " killed at " + seconds(at) + ", restarted at " + seconds(until);
@@ -79,6 +108,7 @@ std::string DrawnFault::describe() const {
     case FaultPlan::Kind::kDeviceOom:
     case FaultPlan::Kind::kProcessKilled:
     case FaultPlan::Kind::kCompletionDelay:
+    case FaultPlan::Kind::kQueueStall:
       break;  // above
   }
   return where;
@@ -153,8 +183,7 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
                           has(FaultPlan::Kind::kNicLost))) {
     throw std::invalid_argument("--faults: the run's nodes have no NIC to fail");
   }
-  if (devices.empty() &&
-      (has(FaultPlan::Kind::kDeviceOom) || has(FaultPlan::Kind::kCompletionDelay))) {
+  if (devices.empty() && std::any_of(plan.kinds.begin(), plan.kinds.end(), on_devices)) {
     throw std::invalid_argument("--faults: the run's nodes have no device to fail");
   }
   if (processes.empty() && has(FaultPlan::Kind::kProcessKilled)) {
@@ -167,9 +196,7 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   for (int i = 0; i < plan.count; ++i) {
     DrawnFault f;
     f.kind = plan.kinds[rng() % plan.kinds.size()];
-    const bool on_devices =
-        f.kind == FaultPlan::Kind::kDeviceOom || f.kind == FaultPlan::Kind::kCompletionDelay;
-    const std::vector<FaultTarget>& pool = on_devices                                  ? devices
+    const std::vector<FaultTarget>& pool = on_devices(f.kind)                          ? devices
                                            : f.kind == FaultPlan::Kind::kProcessKilled ? processes
                                                                                        : targets;
     const FaultTarget& t = pool[rng() % pool.size()];
@@ -189,16 +216,11 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
   });
   // One target's faults never overlap: an event ending one would end the other early. A fault
   // after a NIC is lost for good would bring it back, so it is dropped.
-  // A node's memory and its links are different targets.
   std::map<std::string, model::SimTime> busy_until;  // 0 after a loss: never free again
   std::set<std::string> lost;
   std::vector<DrawnFault> out;
   for (DrawnFault f : drawn) {
-    const std::string key = (f.kind == FaultPlan::Kind::kDeviceOom         ? "memory "
-                             : f.kind == FaultPlan::Kind::kProcessKilled   ? "process "
-                             : f.kind == FaultPlan::Kind::kCompletionDelay ? "completion "
-                                                                           : "") +
-                            f.target;
+    const std::string key = space(f.kind) + f.target;
     if (lost.count(key) != 0) continue;
     const auto it = busy_until.find(key);
     if (it != busy_until.end() && it->second > f.at) {
@@ -225,6 +247,15 @@ std::vector<MemoryFaultSpec> memory_faults(const std::vector<DrawnFault>& faults
   return out;
 }
 
+std::vector<QueueStallSpec> queue_stalls(const std::vector<DrawnFault>& faults) {
+  std::vector<QueueStallSpec> out;
+  for (const DrawnFault& f : faults) {
+    if (f.kind != FaultPlan::Kind::kQueueStall) continue;
+    for (const int d : f.devices) out.push_back({d, f.at, f.until});
+  }
+  return out;
+}
+
 std::vector<CompletionDelaySpec> completion_delays(const std::vector<DrawnFault>& faults) {
   std::vector<CompletionDelaySpec> out;
   for (const DrawnFault& f : faults) {
@@ -245,11 +276,7 @@ std::vector<ProcessFaultSpec> process_faults(const std::vector<DrawnFault>& faul
 std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults) {
   std::vector<FaultSpec> out;
   for (const DrawnFault& f : faults) {
-    if (f.kind == FaultPlan::Kind::kDeviceOom || f.kind == FaultPlan::Kind::kProcessKilled ||
-        f.kind == FaultPlan::Kind::kCompletionDelay) {
-      continue;
-    }
-    for (const std::string& link : f.links) {
+    for (const std::string& link : f.links) {  // link kinds' targets only have links
       FaultSpec start{link, f.at, {}};
       if (f.kind == FaultPlan::Kind::kLinkDegraded) {
         start.event = {model::LinkEvent::Kind::kDegrade, f.factor};

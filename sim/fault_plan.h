@@ -35,6 +35,14 @@ struct CompletionDelaySpec {
   model::SimTime delay = 0;
 };
 
+/// A device whose copy engines take nothing new from their queues from `from` to `until` (a
+/// drawn queue_stall).
+struct QueueStallSpec {
+  int device = 0;
+  model::SimTime from = 0;
+  model::SimTime until = 0;
+};
+
 /// A serving instance killed at `at` (every rank's process, as SIGKILL would) and started again
 /// at `restart` (a drawn process_killed).
 struct ProcessFaultSpec {
@@ -53,6 +61,7 @@ struct FaultPlan {
     kDeviceOom,        ///< a node's (or one device's) HBM full for a drawn duration
     kProcessKilled,    ///< a serving instance killed, restarted after a drawn duration
     kCompletionDelay,  ///< a node's (or one device's) copy completions `delay` late for a while
+    kQueueStall,       ///< a node's (or one device's) transfer queues stop draining for a while
   };
   std::vector<Kind> kinds{Kind::kLinkDown, Kind::kLinkDegraded};
   model::SimTime window_first = 0;  ///< a fault starts in [first, last]
@@ -67,7 +76,8 @@ struct FaultPlan {
   std::vector<std::string> processes;
 };
 
-/// "link_down", "link_degraded", "nic_lost", "device_oom", "process_killed", "completion_delay".
+/// "link_down", "link_degraded", "nic_lost", "device_oom", "process_killed", "completion_delay",
+/// "queue_stall".
 const char* to_string(FaultPlan::Kind kind);
 
 /// What one fault may hit: a node's NICs (scope node) or one NIC (scope nic), and where the run's
@@ -85,7 +95,7 @@ struct DrawnFault {
   std::string target;
   std::string ports = "NICs";  ///< what a node target's links are ("NICs and UB ports")
   std::vector<std::string> links;
-  std::vector<int> devices;  ///< kDeviceOom: whose HBM; kCompletionDelay: whose engines
+  std::vector<int> devices;  ///< kDeviceOom: whose HBM; kCompletionDelay, kQueueStall: engines
   model::SimTime at = 0;
   model::SimTime until = 0;  ///< kNicLost: never back (0); kProcessKilled: its restart
   double factor = 1;
@@ -107,8 +117,8 @@ std::vector<FaultTarget> device_targets(const model::Topology& topo, const std::
 
 /// The faults of one seed, in time order: the same plan, seed and targets give the same faults on
 /// every machine (a 64-bit Mersenne Twister, integer draws). Faults on one target never overlap:
-/// one that would starts when the earlier one ends. device_oom and completion_delay draw from
-/// `devices`,
+/// one that would starts when the earlier one ends. device_oom, completion_delay and queue_stall
+/// draw from `devices`,
 /// process_killed from `processes` (serving instances, FaultTarget::name only), the other kinds
 /// from `targets` (a plan without those kinds draws as it did before they existed). Throws
 /// std::invalid_argument when a kind has no target.
@@ -121,6 +131,8 @@ std::vector<DrawnFault> draw_faults(const FaultPlan& plan, std::uint64_t seed,
 std::vector<FaultSpec> link_events(const std::vector<DrawnFault>& faults);
 /// The memory faults that make `faults`' device_oom happen.
 std::vector<MemoryFaultSpec> memory_faults(const std::vector<DrawnFault>& faults);
+/// The stalls that make `faults`' queue_stall happen.
+std::vector<QueueStallSpec> queue_stalls(const std::vector<DrawnFault>& faults);
 /// The delays that make `faults`' completion_delay happen.
 std::vector<CompletionDelaySpec> completion_delays(const std::vector<DrawnFault>& faults);
 /// The instance kills that make `faults`' process_killed happen.

@@ -60,6 +60,9 @@ class Run {
     for (const CompletionDelaySpec& c : s_.completion_delays) {
       world_.platform().add_completion_delay(c.device, c.from, c.until, c.delay);
     }
+    for (const QueueStallSpec& q : s_.queue_stalls) {
+      world_.platform().add_queue_stall(q.device, q.from, q.until);
+    }
     setup();
     for (const FaultSpec& f : s_.faults) world_.fabric().schedule_link_event(f.link, f.at, f.event);
     world_.platform().spawn("serve", [this] { serve(); });

@@ -293,7 +293,7 @@ FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& ser
     if (!list.IsSequence() || list.size() == 0) {
       r.fail(list, r.qualified("kinds"),
              "must be a non-empty list of link_down, link_degraded, "
-             "nic_lost, device_oom, process_killed, completion_delay");
+             "nic_lost, device_oom, process_killed, completion_delay, queue_stall");
     }
     plan.kinds.clear();
     for (const YAML::Node& k : list) {
@@ -308,6 +308,8 @@ FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& ser
         plan.kinds.push_back(FaultPlan::Kind::kDeviceOom);
       else if (name == "completion_delay")
         plan.kinds.push_back(FaultPlan::Kind::kCompletionDelay);
+      else if (name == "queue_stall")
+        plan.kinds.push_back(FaultPlan::Kind::kQueueStall);
       else if (name == "process_killed" && serving)
         plan.kinds.push_back(FaultPlan::Kind::kProcessKilled);
       else if (name == "process_killed")
@@ -318,7 +320,7 @@ FaultPlan read_fault_plan(YamlReader& top, const std::optional<ServingSpec>& ser
         r.fail(k, r.qualified("kinds"),
                "has '" + name +
                    "': the kinds are link_down, link_degraded, nic_lost, device_oom, "
-                   "process_killed and completion_delay");
+                   "process_killed, completion_delay and queue_stall");
     }
   }
   if (r.has("window")) std::tie(plan.window_first, plan.window_last) = time_range(r, "window");

@@ -109,6 +109,8 @@ struct Scenario {
   std::vector<FaultSpec> faults;
   /// Devices whose allocations fail for a while (set by a fault campaign's device_oom draws).
   std::vector<MemoryFaultSpec> memory_faults;
+  /// Devices whose transfer queues stop draining for a while (a campaign's queue_stall draws).
+  std::vector<QueueStallSpec> queue_stalls;
   /// Devices whose copy completions come late for a while (a campaign's completion_delay draws).
   std::vector<CompletionDelaySpec> completion_delays;
   /// Serving instances killed and restarted (set by a fault campaign's process_killed draws).

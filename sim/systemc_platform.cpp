@@ -371,6 +371,14 @@ void SystemcPlatform::add_completion_delay(int device, Time from, Time until, Ti
   if (until > from && delay > 0) completion_delays_.push_back({device, from, until, delay});
 }
 
+void SystemcPlatform::add_queue_stall(int device, Time from, Time until) {
+  try {
+    fabric_.stall_engines(device, from, until);
+  } catch (const model::ModelError& e) {
+    throw std::invalid_argument(e.what());
+  }
+}
+
 void SystemcPlatform::end_jobs() {
   // A job's unwinding may block again (a destructor that waits) or wake others: a few rounds.
   for (int round = 0; round < 8; ++round) {

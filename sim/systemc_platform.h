@@ -131,6 +131,9 @@ class SystemcPlatform final : public impl::Platform {
   /// fault campaign's completion_delay, a stuck completion queue [I]). Callers waiting with a
   /// timeout meet it.
   void add_completion_delay(int device, impl::Time from, impl::Time until, impl::Time delay);
+  /// From `from` to `until` `device`'s copy engines take nothing new from their queues: copies
+  /// posted meanwhile wait, then drain (a fault campaign's queue_stall; Fabric::stall_engines).
+  void add_queue_stall(int device, impl::Time from, impl::Time until);
 
   /// Ends the jobs still suspended (and those of killed processes): each is resumed with an
   /// exception, not std::exception's, that unwinds its stack, so that what its frames own is

@@ -125,6 +125,30 @@ TEST_F(FaultsTest, DegradedLinkRunsAtTheDegradedRate) {
                 spec_.scale_out.latency);
 }
 
+// A stall holds what a device's engines have queued until the window ends, then the batch runs
+// as on an idle fabric; another device's engines are not held.
+TEST_F(FaultsTest, AStalledQueueStartsNothingUntilItsWindowEnds) {
+  const auto finish = [&](Fabric& f, EngineRef engine, int from, int to) {
+    Topology& t = f.topology();
+    const std::uint64_t a = alloc(t.device_memory(from), kBlock);
+    const std::uint64_t b = alloc(t.device_memory(to), kBlock);
+    std::optional<BatchOutcome> out;
+    post_blocks(engine, a, b, kBlock, 1, out);
+    sc_core::sc_start();
+    EXPECT_TRUE(out && out->ok);
+    return out ? out->finished : 0;
+  };
+  const SimTime idle = finish(build("atlas-a2"), {8, 0}, 0, 8);
+  Fabric& f = build("atlas-a2");
+  f.stall_engines(8, 0, 3 * kMs);
+  EXPECT_EQ(finish(f, {8, 0}, 0, 8), 3 * kMs + idle);
+  Fabric& g = build("atlas-a2");
+  g.stall_engines(8, 0, 3 * kMs);
+  EXPECT_EQ(finish(g, {9, 0}, 1, 9), idle) << "device 9's engines are not stalled";
+  EXPECT_THROW(g.stall_engines(99, 0, 1), ModelError);
+  EXPECT_THROW(g.stall_engines(8, 5 * kMs, 4 * kMs), ModelError);
+}
+
 TEST_F(FaultsTest, BadFaultInputsAreRejected) {
   Fabric& f = build("atlas-a2");
   EXPECT_THROW(f.schedule_link_event("roce n7d7", 0, {LinkEvent::Kind::kDown}), ModelError);

@@ -1261,6 +1261,21 @@ void bind_world(py::module_& m) {
           "`until` seconds report its outcome `delay` seconds late (a fault campaign's "
           "completion_delay; the bytes land on time).")
       .def(
+          "schedule_queue_stall",
+          [](std::shared_ptr<WorldBox> b, int device, double at, double until) {
+            sim::World& w = live(b);
+            checked_index("device", device, w.platform().device_count());
+            const impl::Time from = seconds_to_time(at, "at");
+            const impl::Time to = seconds_to_time(until, "until");
+            if (to < from) throw impl::ValueError("until", "must not be before `at`");
+            if (from < w.platform().now()) throw impl::ValueError("at", "is in the past");
+            w.platform().add_queue_stall(device, from, to);
+          },
+          "device"_a, "at"_a, "until"_a,
+          "Makes `device`'s copy engines take nothing new from their queues from simulated time "
+          "`at` to `until` seconds: copies posted meanwhile wait, then drain (a fault "
+          "campaign's queue_stall).")
+      .def(
           "inventory",
           [](std::shared_ptr<WorldBox> b) {
             const sim::WorldInventory inv = sim::take_inventory(live(b));

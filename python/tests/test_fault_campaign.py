@@ -218,6 +218,23 @@ def test_late_completions_time_the_careless_decoder_s_pull_out(tmp_path):
             assert "LLMException: pull_cache: failed, error code is LLM_TIMEOUT" in done.stderr
 
 
+def test_a_stalled_transfer_queue_times_the_careless_decoder_s_pull_out(tmp_path):
+    """Seed 4 stalls node 1's transfer queues for 2 s while the decoder pulls: its pull_cache
+    waits in the queue past its 1 s, and the careless decoder dies of LLM_TIMEOUT."""
+    script = os.path.join(FAULTS, "pull_requests.py")
+    plan = tmp_path / "stall.yaml"
+    plan.write_text(
+        "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
+        "processes:\n"
+        f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt}}\n"
+        f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder}}\n"
+        "faults: {kinds: [queue_stall], window: [1.03, 1.04], duration: [2.0, 2.0]}\n")
+    done = launch("-f", str(plan), "--faults", "4")
+    assert "node 1's devices' transfer queues stalled from t=1.031032 s" in done.stderr
+    assert done.returncode == 1, done.stderr
+    assert "LLMException: pull_cache: failed, error code is LLM_TIMEOUT" in done.stderr
+
+
 def test_a_kill_campaign_finds_the_careless_programs_and_clears_the_careful_ones(tmp_path):
     careless = launch("-f", "careless_kills.yaml", "--faults", "1-4", "-j", "2",
                       "--output-dir", str(tmp_path / "careless"))

@@ -132,6 +132,9 @@ class Serving {
     for (const CompletionDelaySpec& c : s_.completion_delays) {
       world_.platform().add_completion_delay(c.device, c.from, c.until, c.delay);
     }
+    for (const QueueStallSpec& q : s_.queue_stalls) {
+      world_.platform().add_queue_stall(q.device, q.from, q.until);
+    }
     setup();
     busy_ = 1;  // the arrivals job
     world_.platform().spawn("arrivals", [this] { arrivals(); });

@@ -430,6 +430,34 @@ TEST(FaultCampaign, LateCompletionsTimeACarelessEnginesPullsOutAndNotACarefulOne
   }
 }
 
+// A transfer queue that stops draining on the decode side: the pull waits in it past
+// llm.SyncKvCacheWaitTime and fails with LLM_TIMEOUT, as a late completion does.
+TEST(FaultCampaign, AStalledQueueTimesACarelessEnginesPullsOutAndNotACarefulOnes) {
+  for (const bool careful : {false, true}) {
+    std::vector<ScenarioOverride> sets = {
+        {"fault_plan", "{kinds: [queue_stall], window: [500ms, 8s], duration: [1s, 3s]}"}};
+    if (careful) {
+      sets.push_back({"serving.recovery.retries", "20"});
+      sets.push_back({"serving.recovery.relink", "true"});
+    }
+    const auto runs = campaign_in_temp(load_scenario(kCampaign, sets), {2, 3});
+    ASSERT_EQ(runs.size(), 3u);
+    for (std::size_t i = 1; i < runs.size(); ++i) {
+      ASSERT_EQ(runs[i].faults.size(), 1u);
+      EXPECT_EQ(runs[i].faults[0].describe().find("node 1's devices' transfer queues stalled"), 0u)
+          << runs[i].faults[0].describe();
+      EXPECT_EQ(queue_stalls(runs[i].faults).size(), 8u);
+      if (careful) {
+        EXPECT_TRUE(runs[i].findings.empty()) << runs[i].findings[0];
+      } else {
+        ASSERT_EQ(runs[i].findings.size(), 1u);
+        EXPECT_NE(runs[i].findings[0].find("LLM_TIMEOUT"), std::string::npos)
+            << runs[i].findings[0];
+      }
+    }
+  }
+}
+
 const std::string kKills =
     std::string(KVSIM_SOURCE_DIR) + "/scenarios/serving/a2-2p2d-process-kills.yaml";
 

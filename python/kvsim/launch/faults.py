@@ -10,7 +10,9 @@ fragmentation [I]): aclrtMalloc and the library's allocate_cache then return the
 out-of-memory errors. A completion delay (completion_delay) makes every copy that a node's
 devices (or one device's) engines complete in a drawn window report its outcome `delay` seconds
 late, as a stuck completion queue would [I]: the bytes land on time, and a caller waiting with a
-timeout meets it. A process
+timeout meets it. A queue stall (queue_stall) makes those engines take nothing new from their
+queues for a drawn time, as a transfer queue that fills and stops draining [I]: copies posted
+meanwhile wait, then drain. A process
 kill ends one of the plan's processes (default: any) with SIGKILL at a time drawn from the
 window: no more of its code runs, its engines vanish without a word to their peers, and the
 driver frees its device memory. The schedule goes into the world
@@ -30,8 +32,9 @@ from typing import List, Tuple
 
 from kvsim.launch.spec import LaunchError
 
-KINDS = ("link_down", "link_degraded", "process_killed", "device_oom", "completion_delay")
-DEVICE_KINDS = ("device_oom", "completion_delay")  # drawn over device_targets()
+KINDS = ("link_down", "link_degraded", "process_killed", "device_oom", "completion_delay",
+         "queue_stall")
+DEVICE_KINDS = ("device_oom", "completion_delay", "queue_stall")  # drawn over device_targets()
 KILLED = 128 + 9  # the exit status of a process killed by SIGKILL
 MAX_SEEDS = 10_000
 MAX_FAULTS = 1_000
@@ -73,6 +76,10 @@ class Fault:
                 f"{self.target}'s"
             return (f"{who} copy completions {self.delay:g} s late from t={self.at:.6f} s to "
                     f"t={self.until:.6f} s")
+        if self.kind == "queue_stall":
+            who = f"{self.target}'s devices'" if self.target.startswith("node") else \
+                f"{self.target}'s"
+            return f"{who} transfer queues stalled from t={self.at:.6f} s to t={self.until:.6f} s"
         what = ("down" if self.kind == "link_down"
                 else f"degraded to {self.factor:g} of their bandwidth")
         where = f"{self.target}'s RoCE links" if self.target.startswith("node") else self.target
@@ -217,6 +224,8 @@ def inject(world, faults, start):
         for device in f.devices:
             if f.kind == "completion_delay":
                 world.schedule_completion_delay(device, start + f.at, start + f.until, f.delay)
+            elif f.kind == "queue_stall":
+                world.schedule_queue_stall(device, start + f.at, start + f.until)
             else:
                 world.schedule_device_oom(device, start + f.at, start + f.until)
         for link in f.links:
