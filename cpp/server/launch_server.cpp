@@ -160,6 +160,46 @@ std::string op_name(Op op) {
   }
 }
 
+// The lifecycle name of an llm_datadist call (LaunchServer::set_call_hook), "" for other requests.
+// A Python program's request names its call on its first line ("LLMDataDist.link_clusters").
+std::string lifecycle_call(Op op, const std::string& payload) {
+  switch (op) {
+    case Op::kInitialize:
+      return "init";
+    case Op::kFinalize:
+      return "finalize";
+    case Op::kLink:
+      return "link_clusters";
+    case Op::kUnlink:
+      return "unlink_clusters";
+    case Op::kRegister:
+      return "register";
+    case Op::kUnregister:
+      return "unregister";
+    case Op::kPullCache:
+      return "pull_cache";
+    case Op::kPullBlocks:
+      return "pull_blocks";
+    case Op::kPushCache:
+      return "push_cache";
+    case Op::kPushBlocks:
+      return "push_blocks";
+    case Op::kPython: {
+      const std::string label = payload.substr(0, std::min(payload.find('\n'), payload.size()));
+      const std::size_t dot = label.rfind('.');
+      const std::string owner = dot == std::string::npos ? "" : label.substr(0, dot);
+      if (owner != "LLMDataDist" && owner != "CacheManager" && owner != "KvCacheManager") {
+        return "";
+      }
+      const std::string name = label.substr(dot + 1);
+      // register_cache, register_blocks_cache, register_kv_cache: one lifecycle point.
+      return name.compare(0, 9, "register_") == 0 ? "register" : name;
+    }
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 // A program's stdout or stderr: read from its pipe whenever there is something (so that the
@@ -339,7 +379,11 @@ void LaunchServer::know_child_pid(Program& c, std::uint64_t pid) {
 void LaunchServer::kill_at(const std::string& name, std::uint64_t at) {
   for (auto& p : programs_) {
     if (p->spec.name != name) continue;
-    kills_.emplace_back(at, p.get());
+    if (running_) {
+      spawn_kill(at, p.get());
+    } else {
+      kills_.emplace_back(at, p.get());
+    }
     return;
   }
   throw std::invalid_argument("no program named '" + name + "' to kill");
@@ -457,13 +501,8 @@ bool LaunchServer::run() {
                              std::strerror(errno));
   }
   for (auto& p : programs_) start(*p);
-  for (const auto& [at, program] : kills_) {
-    platform_.spawn("kill_" + program->spec.name, [this, at = at, program = program] {
-      if (at > platform_.now()) platform_.sleep(at - platform_.now());
-      kills_due_.push_back(program);
-      platform_.wake_driver();
-    });
-  }
+  running_ = true;
+  for (const auto& [at, program] : kills_) spawn_kill(at, program);
 
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<long>(options_.wall_limit_s * 1000));
@@ -528,10 +567,22 @@ void LaunchServer::emit_output() {
   }
 }
 
+void LaunchServer::spawn_kill(std::uint64_t at, Program* program) {
+  platform_.spawn("kill_" + program->spec.name, [this, at, program] {
+    if (at > platform_.now()) platform_.sleep(at - platform_.now());
+    kills_due_.push_back(program);
+    platform_.wake_driver();
+  });
+}
+
 void LaunchServer::dispatch() {
   for (auto& p : programs_) {
     for (auto& t : p->threads) {
       if (t->state != Thread::State::kQueued) continue;
+      if (call_hook_) {
+        const std::string call = lifecycle_call(t->request.op, t->request.payload);
+        if (!call.empty()) call_hook_(p->spec.name, call);
+      }
       t->state = Thread::State::kServing;
       t->what = describe(*p, t->request.op, t->request.payload);
       t->since = platform_.now();

@@ -94,11 +94,18 @@ class LaunchServer {
 
   /// Adds a program (before run); std::invalid_argument for an unknown process or empty argv.
   void add(ProgramSpec spec);
-  /// Kills program `name` with SIGKILL at simulated time `at` (a fault campaign's process kill;
-  /// before run). Time passes only while every program waits, so the kill always finds it
-  /// waiting for an answer: it dies in the same call in every launch. std::invalid_argument
-  /// for an unknown name.
+  /// Kills program `name` with SIGKILL at simulated time `at` (>= now; a fault campaign's process
+  /// kill, before run or from the call hook). Time passes only while every program waits, so the
+  /// kill always finds it waiting for an answer: it dies in the same call in every launch.
+  /// std::invalid_argument for an unknown name.
   void kill_at(const std::string& name, std::uint64_t at);
+  /// Called on the driver as each llm_datadist call of a program is dispatched, before it runs,
+  /// with the program's name and the call's lifecycle name ("init", "link_clusters", "register",
+  /// "pull_cache", "pull_blocks", "push_cache", "push_blocks", "unlink_clusters", "finalize"; for
+  /// a Python program also its other methods by name): a fault campaign's trigger, which may
+  /// schedule faults from now on and call kill_at.
+  using CallHook = std::function<void(const std::string& program, const std::string& call)>;
+  void set_call_hook(CallHook hook) { call_hook_ = std::move(hook); }
   /// Starts the programs and serves them until all have ended (true), or none can go on, or
   /// the wall-clock limit passes (false). Their output goes to this process's stdout and
   /// stderr, each line prefixed with "[name] ", written at the barriers in rank order (so
@@ -147,6 +154,8 @@ class LaunchServer {
   /// The real pid of a forked child, from its parent or its own hello.
   void know_child_pid(Program& c, std::uint64_t pid);
   void kill_due_programs();
+  /// A job that marks `program` for killing at `at` (kill_due_programs kills it).
+  void spawn_kill(std::uint64_t at, Program* program);
   void emit_output();
   void dispatch();
   bool advance();
@@ -180,6 +189,8 @@ class LaunchServer {
   std::string stall_;
   std::vector<std::pair<std::uint64_t, Program*>> kills_;  ///< kill_at's (time, program)
   std::vector<Program*> kills_due_;                        ///< reached, not yet done
+  CallHook call_hook_;
+  bool running_ = false;  ///< run() started: kill_at spawns its job at once
 };
 
 /// The signal a stalled launch sends each program still running before it ends them, asking for

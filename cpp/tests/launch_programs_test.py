@@ -126,6 +126,31 @@ def test_a_fault_campaign_kills_a_program_with_sigkill_while_it_waits(tmp_path):
     assert done.returncode != 0
 
 
+def test_a_kill_triggered_by_link_clusters_lands_in_the_handshake(tmp_path):
+    """`during: link_clusters`: the prompt dies as the decoder's LinkLlmClusters is dispatched
+    (a peer dying during the handshake), whenever that comes; the decoder's link then fails."""
+    plan = tmp_path / "kill.yaml"
+    plan.write_text(
+        "nodes: [{host_ip: 10.0.1.1}, {host_ip: 10.0.1.2}]\n"
+        "processes:\n"
+        f"  - {{name: p0, node: 0, command: {' '.join(PAIRS['pull'][0])}}}\n"
+        f"  - {{name: p1, node: 1, command: {' '.join(PAIRS['pull'][1])}}}\n"
+        "faults: {kinds: [process_killed], processes: [p0], window: [0.0, 0.0], "
+        "during: link_clusters}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KVSIM_LIB_DIR")}
+    done = subprocess.run([os.path.join(PREFIX, "bin", "kvsim"), "launch", "-f", str(plan),
+                           "--faults", "1", "--fault-report", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, timeout=300, cwd=BUILT, env=env)
+    killed = re.search(r"p0 \(node 0\) was killed by the fault at t=([0-9.]+) s", done.stderr)
+    assert killed, done.stderr
+    assert f"killed (SIGKILL) at t={killed.group(1)} s (from the first link_clusters call)" in \
+        done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["faults"][0]["trigger"] == "link_clusters"
+    assert [f["process"] for f in report["findings"]] == ["p1"], report
+    assert done.returncode != 0
+
+
 def test_clocks_sleeps_threads_and_sockets_follow_simulated_time():
     done = launch([os.path.join(PROGRAMS, "probe"), HOSTS[0], HOSTS[1]], nodes=2)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -117,7 +117,32 @@ void bind_launch_server(py::module_& m) {
             }
           },
           "name"_a, "at_ps"_a,
-          "Kills program `name` with SIGKILL at simulated time `at_ps` (before run).")
+          "Kills program `name` with SIGKILL at simulated time `at_ps` (before run, or from the "
+          "call hook).")
+      .def(
+          "set_call_hook",
+          [](ServerBox& b, py::object hook) {
+            live(b.world);
+            if (hook.is_none()) {
+              b.server->set_call_hook(nullptr);
+              return;
+            }
+            auto fn = std::make_shared<PyRef>(hook);
+            b.server->set_call_hook([fn](const std::string& program, const std::string& call) {
+              PythonEntry entry;
+              PyObject* r = PyObject_CallFunction(fn->get(), "ss", program.c_str(), call.c_str());
+              if (r == nullptr) {
+                throw std::runtime_error(
+                    take_python_error("Exception in kvsim launch's call hook:"));
+              }
+              Py_DECREF(r);
+            });
+          },
+          "hook"_a,
+          "Calls hook(program, call) on the driver as each llm_datadist call of a program is "
+          "dispatched (call: init, link_clusters, register, pull_cache, pull_blocks, push_cache, "
+          "push_blocks, unlink_clusters, finalize, ...): a fault campaign's lifecycle trigger. "
+          "None removes it.")
       .def(
           "run",
           [](ServerBox& b) {

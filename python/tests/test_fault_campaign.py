@@ -235,6 +235,45 @@ def test_a_stalled_transfer_queue_times_the_careless_decoder_s_pull_out(tmp_path
     assert "LLMException: pull_cache: failed, error code is LLM_TIMEOUT" in done.stderr
 
 
+def test_a_lifecycle_trigger_must_name_a_call_and_shifts_nothing_until_it_fires(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("processes: [{name: a, command: python3 x.py}]\n"
+                   "faults: {kinds: [process_killed], during: handshake}\n")
+    done = launch("-f", str(bad), "--faults", "1")
+    assert done.returncode == 2
+    assert "'handshake' is not a lifecycle call (one of init, link_clusters" in done.stderr
+    plan = faults.FaultPlan(kinds=("process_killed",), during="link_clusters", window=(0, 0))
+    drawn = faults.draw(plan, 1, [], ("prompt",))
+    assert drawn[0].trigger == "link_clusters" and drawn[0].at == 0.0
+    assert drawn[0].describe() == \
+        "process prompt killed (SIGKILL) at t=0.000000 s (from the first link_clusters call)"
+
+
+def test_the_prompt_dying_as_the_decoder_enters_link_clusters(tmp_path):
+    """vLLM's finding (a decode side that waited forever when its prefill peer died during the
+    handshake) as a lifecycle trigger: the prompt is killed as the decoder's link_clusters is
+    dispatched. The library's call fails (LLM_LINK_FAILED) rather than hangs; the careless
+    decoder dies of it, the careful one gives the prompt up and exits 0."""
+    script = os.path.join(FAULTS, "pull_requests.py")
+    for careful in ("", " --careful"):
+        plan = tmp_path / f"trigger{len(careful)}.yaml"
+        plan.write_text(
+            "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
+            "processes:\n"
+            f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt{careful}}}\n"
+            f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder{careful}}}\n"
+            "faults: {kinds: [process_killed], processes: [prompt], window: [0.0, 0.0], "
+            "during: link_clusters}\n")
+        done = launch("-f", str(plan), "--faults", "1")
+        assert "process prompt killed (SIGKILL) at t=1.030080 s (from the first link_clusters " \
+            "call)" in done.stderr, done.stderr
+        if careful:
+            assert done.returncode == 0, done.stderr
+        else:
+            assert done.returncode == 1, done.stderr
+            assert "link_clusters failed: LLMStatusCode.LLM_LINK_FAILED" in done.stderr
+
+
 def test_a_kill_campaign_finds_the_careless_programs_and_clears_the_careful_ones(tmp_path):
     careless = launch("-f", "careless_kills.yaml", "--faults", "1-4", "-j", "2",
                       "--output-dir", str(tmp_path / "careless"))

@@ -16,7 +16,9 @@ meanwhile wait, then drain. A process
 kill ends one of the plan's processes (default: any) with SIGKILL at a time drawn from the
 window: no more of its code runs, its engines vanish without a word to their peers, and the
 driver frees its device memory. The schedule goes into the world
-before the programs start, so a seed replays exactly (simulated time, seeded draws). After the
+before the programs start, so a seed replays exactly (simulated time, seeded draws); with a
+lifecycle trigger (`during: link_clusters`, ...), at the first such llm_datadist call of any
+program instead, its times counted from there, which replays alike. After the
 launch, the verdict lists what the programs did not handle: a process that ended with an error
 (an uncaught exception), one that never ended (a hang), or the world left holding memory,
 engines or jobs once every process ended (a leak). Several seeds make a campaign: one launch per seed, run in parallel, summarised.
@@ -36,6 +38,10 @@ KINDS = ("link_down", "link_degraded", "process_killed", "device_oom", "completi
          "queue_stall")
 DEVICE_KINDS = ("device_oom", "completion_delay", "queue_stall")  # drawn over device_targets()
 KILLED = 128 + 9  # the exit status of a process killed by SIGKILL
+# Lifecycle points a plan's faults may start from (`during`): the llm_datadist calls
+# (LaunchServer.set_call_hook's names).
+TRIGGERS = ("init", "link_clusters", "register", "pull_cache", "pull_blocks", "push_cache",
+            "push_blocks", "unlink_clusters", "finalize")
 MAX_SEEDS = 10_000
 MAX_FAULTS = 1_000
 
@@ -51,6 +57,8 @@ class FaultPlan:
     delay: float = 2.0                          # completion_delay: seconds late [I]
     scope: str = "node"                         # "node": all of a node's NICs; "nic": one NIC
     processes: Tuple[str, ...] = ()             # process_killed: who may die (empty: anyone)
+    during: str = ""                            # a lifecycle trigger (TRIGGERS): the window
+                                                # counts from the first such call, not the start
 
 
 @dataclasses.dataclass
@@ -64,8 +72,13 @@ class Fault:
     factor: float = 1.0
     devices: List[int] = dataclasses.field(default_factory=list)  # device_oom, completion_delay
     delay: float = 0.0                                            # completion_delay
+    trigger: str = ""  # the plan's `during`: times count from the first such call until it fires
 
     def describe(self):
+        text = self._describe()
+        return f"{text} (from the first {self.trigger} call)" if self.trigger else text
+
+    def _describe(self):
         if self.kind == "process_killed":
             return f"{self.target} killed (SIGKILL) at t={self.at:.6f} s"
         if self.kind == "device_oom":
@@ -111,7 +124,7 @@ def parse_seeds(text):
 def plan_from_node(node):
     """A FaultPlan from the launch file's `faults` mapping (spec._Node); errors name the key."""
     fields = node.mapping({"kinds", "window", "count", "duration", "factor", "delay", "scope",
-                           "processes"})
+                           "processes", "during"})
     plan = FaultPlan()
     if "kinds" in fields:
         kinds = tuple(item.text() for item in fields["kinds"].sequence())
@@ -145,6 +158,11 @@ def plan_from_node(node):
         plan.factor = fields["factor"].number(0.0)
         if not 0 < plan.factor <= 1:
             fields["factor"].fail(f"{plan.factor} must be in (0, 1]")
+    if "during" in fields:
+        plan.during = fields["during"].text()
+        if plan.during not in TRIGGERS:
+            fields["during"].fail(f"{plan.during!r} is not a lifecycle call "
+                                  f"(one of {', '.join(TRIGGERS)})")
     if "delay" in fields:
         plan.delay = fields["delay"].number(0.0)
         if not 0 < plan.delay <= 3600:
@@ -213,7 +231,7 @@ def draw(plan, seed, candidates, processes=(), devices=()) -> List[Fault]:
         faults.append(Fault(kind, target, [] if on_devices else links, at, at + duration,
                             plan.factor if kind == "link_degraded" else 1.0,
                             links if on_devices else [],
-                            plan.delay if kind == "completion_delay" else 0.0))
+                            plan.delay if kind == "completion_delay" else 0.0, plan.during))
     return sorted(faults, key=lambda f: (f.at, f.target))
 
 

@@ -321,7 +321,8 @@ class Launch:
             names = [ps.name for ps in spec.processes]
             self.faults = faults.draw(plan, spec.fault_seed, candidates, names,
                                       faults.device_targets(world, nodes, plan.scope))
-            faults.inject(world, self.faults, world.now_ps * 1e-12)
+            if not plan.during:
+                faults.inject(world, self.faults, world.now_ps * 1e-12)
             if not spec.output_dir:  # the verdict reads each process's last error line
                 spec.output_dir = tempfile.mkdtemp(prefix="kvsim-faults-out-")
                 self._temp_dirs.append(spec.output_dir)
@@ -384,7 +385,10 @@ class Launch:
             server.add(ps.name, sim_id, argv, [f"{k}={v}" for k, v in env.items()],
                        ps.cwd or os.getcwd())
             self.programs.append((rank, ps.name, ps.node))
-        self._schedule_kills(world.now_ps)
+        if self.faults and self.faults[0].trigger:
+            server.set_call_hook(self._trigger)
+        else:
+            self._schedule_kills(world.now_ps)
         old = signal.signal(signal.SIGALRM, self._expire)
         signal.setitimer(signal.ITIMER_REAL, spec.timeout)
         try:
@@ -417,6 +421,19 @@ class Launch:
             rules.write_report(os.path.join(self.spec.output_dir, "rules.json"), found)
         return found
 
+    def _trigger(self, program, call):
+        """The call hook of a plan with `during`: at the first such call of any program, the
+        seed's faults start, their times counted from now (and then shown as absolute)."""
+        if call != self.faults[0].trigger or getattr(self, "_fired", False):
+            return
+        self._fired = True
+        start = self.world.now_ps * 1e-12
+        for f in self.faults:
+            f.at += start
+            f.until += start
+        faults.inject(self.world, self.faults, 0.0)
+        self._schedule_kills(0)
+
     def _schedule_kills(self, start_ps):
         """The seed's process kills: the server kills the program (SIGKILL) at that time."""
         for f in self.faults:
@@ -434,6 +451,9 @@ class Launch:
         jobs = [f"{j['job']} ({j['what']})" for j in self.world.blocked_jobs()]
         findings = faults.verdict(ends, self.world.inventory(), self.faults, jobs)
         replay = faults.replay_command(self.argv, spec.fault_seed)
+        if self.faults and self.faults[0].trigger and not getattr(self, "_fired", False):
+            sys.stderr.write(f"kvsim launch: seed {spec.fault_seed}: no program made a "
+                             f"{self.faults[0].trigger} call, so its faults never started\n")
         sys.stderr.write("\n".join(faults.report_lines(spec.fault_seed, self.faults, findings,
                                                         replay)) + "\n")
         if self.fault_report:
