@@ -99,21 +99,27 @@ def test_a_crash_mid_transfer_gives_the_peer_the_library_errors_not_a_hang():
     assert "[p1] [INFO] forced unlink: 0x0" in out
 
 
-def test_a_fault_campaign_kills_a_program_with_sigkill_while_it_waits(tmp_path):
-    """process_killed on an OS program: the real SIGKILL, at the seed's simulated time, while
-    the program waits for a call (time passes only then), so a seed replays exactly."""
-    plan = tmp_path / "kill.yaml"
+def launch_pull_pair(tmp_path, faults_line, report):
+    """The installed kvsim launching the C++ pull pair on two nodes under the `faults:` mapping
+    `faults_line`, seed 1, its fault report written to `report`."""
+    plan = tmp_path / "faults.yaml"
     plan.write_text(
         "nodes: [{host_ip: 10.0.1.1}, {host_ip: 10.0.1.2}]\n"
         "processes:\n"
         f"  - {{name: p0, node: 0, command: {' '.join(PAIRS['pull'][0])}}}\n"
         f"  - {{name: p1, node: 1, command: {' '.join(PAIRS['pull'][1])}}}\n"
-        "faults: {kinds: [process_killed], processes: [p0], window: [0.0, 0.0005]}\n")
+        f"faults: {faults_line}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KVSIM_LIB_DIR")}
-    runs = [subprocess.run([os.path.join(PREFIX, "bin", "kvsim"), "launch", "-f", str(plan),
-                            "--faults", "1", "--fault-report", str(tmp_path / f"r{i}.json")],
-                           capture_output=True, text=True, timeout=300, cwd=BUILT, env=env)
-            for i in range(2)]
+    return subprocess.run([os.path.join(PREFIX, "bin", "kvsim"), "launch", "-f", str(plan),
+                           "--faults", "1", "--fault-report", str(report)],
+                          capture_output=True, text=True, timeout=300, cwd=BUILT, env=env)
+
+
+def test_a_fault_campaign_kills_a_program_with_sigkill_while_it_waits(tmp_path):
+    """process_killed on an OS program: the real SIGKILL, at the seed's simulated time, while
+    the program waits for a call (time passes only then), so a seed replays exactly."""
+    runs = [launch_pull_pair(tmp_path, "{kinds: [process_killed], processes: [p0], "
+                             "window: [0.0, 0.0005]}", tmp_path / f"r{i}.json") for i in range(2)]
     done = runs[0]
     assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
     assert re.search(r"p0 \(node 0\) was killed by the fault at t=0\.000\d+ s", done.stderr), \
@@ -129,18 +135,8 @@ def test_a_fault_campaign_kills_a_program_with_sigkill_while_it_waits(tmp_path):
 def test_a_kill_triggered_by_link_clusters_lands_in_the_handshake(tmp_path):
     """`during: link_clusters`: the prompt dies as the decoder's LinkLlmClusters is dispatched
     (a peer dying during the handshake), whenever that comes; the decoder's link then fails."""
-    plan = tmp_path / "kill.yaml"
-    plan.write_text(
-        "nodes: [{host_ip: 10.0.1.1}, {host_ip: 10.0.1.2}]\n"
-        "processes:\n"
-        f"  - {{name: p0, node: 0, command: {' '.join(PAIRS['pull'][0])}}}\n"
-        f"  - {{name: p1, node: 1, command: {' '.join(PAIRS['pull'][1])}}}\n"
-        "faults: {kinds: [process_killed], processes: [p0], window: [0.0, 0.0], "
-        "during: link_clusters}\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KVSIM_LIB_DIR")}
-    done = subprocess.run([os.path.join(PREFIX, "bin", "kvsim"), "launch", "-f", str(plan),
-                           "--faults", "1", "--fault-report", str(tmp_path / "r.json")],
-                          capture_output=True, text=True, timeout=300, cwd=BUILT, env=env)
+    done = launch_pull_pair(tmp_path, "{kinds: [process_killed], processes: [p0], "
+                            "window: [0.0, 0.0], during: link_clusters}", tmp_path / "r.json")
     killed = re.search(r"p0 \(node 0\) was killed by the fault at t=([0-9.]+) s", done.stderr)
     assert killed, done.stderr
     assert f"killed (SIGKILL) at t={killed.group(1)} s (from the first link_clusters call)" in \

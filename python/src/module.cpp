@@ -1097,6 +1097,16 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("role", [](DataDistHandle& d) { return d.get().role(); });
 }
 
+// The window [at, until) of a device fault in simulated time, checked: the device exists, both
+// times convert, and until is not before at.
+std::pair<impl::Time, impl::Time> device_window(sim::World& w, int device, double at,
+                                                double until) {
+  checked_index("device", device, w.platform().device_count());
+  const impl::Time from = seconds_to_time(at, "at");
+  const impl::Time to = seconds_to_time(until, "until");
+  if (to < from) throw impl::ValueError("until", "must not be before `at`");
+  return {from, to};
+}
 void bind_world(py::module_& m) {
   py::class_<impl::Diagnostic>(m, "Diagnostic")
       .def_property_readonly(
@@ -1235,10 +1245,7 @@ void bind_world(py::module_& m) {
           "schedule_device_oom",
           [](std::shared_ptr<WorldBox> b, int device, double at, double until) {
             sim::World& w = live(b);
-            checked_index("device", device, w.platform().device_count());
-            const impl::Time from = seconds_to_time(at, "at");
-            const impl::Time to = seconds_to_time(until, "until");
-            if (to < from) throw impl::ValueError("until", "must not be before `at`");
+            const auto [from, to] = device_window(w, device, at, until);
             w.platform().add_memory_fault(device, from, to);
           },
           "device"_a, "at"_a, "until"_a,
@@ -1248,11 +1255,8 @@ void bind_world(py::module_& m) {
           "schedule_completion_delay",
           [](std::shared_ptr<WorldBox> b, int device, double at, double until, double delay) {
             sim::World& w = live(b);
-            checked_index("device", device, w.platform().device_count());
-            const impl::Time from = seconds_to_time(at, "at");
-            const impl::Time to = seconds_to_time(until, "until");
+            const auto [from, to] = device_window(w, device, at, until);
             const impl::Time late = seconds_to_time(delay, "delay");
-            if (to < from) throw impl::ValueError("until", "must not be before `at`");
             if (late == 0) throw impl::ValueError("delay", "must be more than 0");
             w.platform().add_completion_delay(device, from, to, late);
           },
@@ -1264,10 +1268,7 @@ void bind_world(py::module_& m) {
           "schedule_queue_stall",
           [](std::shared_ptr<WorldBox> b, int device, double at, double until) {
             sim::World& w = live(b);
-            checked_index("device", device, w.platform().device_count());
-            const impl::Time from = seconds_to_time(at, "at");
-            const impl::Time to = seconds_to_time(until, "until");
-            if (to < from) throw impl::ValueError("until", "must not be before `at`");
+            const auto [from, to] = device_window(w, device, at, until);
             if (from < w.platform().now()) throw impl::ValueError("at", "is in the past");
             w.platform().add_queue_stall(device, from, to);
           },

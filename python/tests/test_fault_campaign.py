@@ -20,6 +20,20 @@ def launch(*args, timeout=600):
                           capture_output=True, text=True, timeout=timeout, cwd=FAULTS)
 
 
+def pair_plan(path, faults_line, careful=False):
+    """Writes a launch file at `path`: the example's prompt and decoder (careful or not) on two
+    nodes, with the `faults:` mapping `faults_line`; returns its path as a string."""
+    script = os.path.join(FAULTS, "pull_requests.py")
+    flag = " --careful" if careful else ""
+    path.write_text(
+        "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
+        "processes:\n"
+        f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt{flag}}}\n"
+        f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder{flag}}}\n"
+        f"faults: {faults_line}\n")
+    return str(path)
+
+
 def test_seeds_parse_as_lists_and_ranges_and_bad_ones_name_the_option():
     assert faults.parse_seeds("7") == [7]
     assert faults.parse_seeds("1-3,9") == [1, 2, 3, 9]
@@ -160,16 +174,9 @@ def test_device_oom_draws_a_node_s_devices_or_one_device_and_keeps_older_draws()
 def test_a_device_out_of_memory_while_a_program_allocates_is_its_error_and_replays(tmp_path):
     """The careless prompt allocates its rows while node 0's HBM is full: the allocation's
     error ends it (a finding), and the same seed gives the same report again."""
-    plan = tmp_path / "oom.yaml"
-    script = os.path.join(FAULTS, "pull_requests.py")
-    plan.write_text(
-        "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
-        "processes:\n"
-        f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt}}\n"
-        f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder}}\n"
-        "faults: {kinds: [device_oom], window: [0.0, 0.0], duration: [5.0, 5.0], "
-        "scope: node}\n")
-    runs = [launch("-f", str(plan), "--faults", "4", "--fault-report",
+    plan = pair_plan(tmp_path / "oom.yaml", "{kinds: [device_oom], window: [0.0, 0.0], "
+                     "duration: [5.0, 5.0], scope: node}")
+    runs = [launch("-f", plan, "--faults", "4", "--fault-report",
                    str(tmp_path / f"r{i}.json")) for i in range(2)]
     assert runs[0].stderr == runs[1].stderr
     assert runs[0].returncode == 1, runs[0].stderr
@@ -199,17 +206,10 @@ def test_late_completions_time_the_careless_decoder_s_pull_out(tmp_path):
     """Seed 4 makes node 1's copy completions 2 s late while the decoder pulls: the careless
     decoder's pull_cache waits the library's llm.SyncKvCacheWaitTime (1 s), raises LLM_TIMEOUT
     and dies of it (a finding); the careful one gives the prompt up at its deadline and exits 0."""
-    script = os.path.join(FAULTS, "pull_requests.py")
-    for careful in ("", " --careful"):
-        plan = tmp_path / f"late{len(careful)}.yaml"
-        plan.write_text(
-            "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
-            "processes:\n"
-            f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt{careful}}}\n"
-            f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder{careful}}}\n"
-            "faults: {kinds: [completion_delay], window: [1.03, 1.04], duration: [2.0, 2.0], "
-            "delay: 2.0}\n")
-        done = launch("-f", str(plan), "--faults", "4")
+    for careful in (False, True):
+        plan = pair_plan(tmp_path / f"late{careful}.yaml", "{kinds: [completion_delay], "
+                         "window: [1.03, 1.04], duration: [2.0, 2.0], delay: 2.0}", careful)
+        done = launch("-f", plan, "--faults", "4")
         assert "node 1's devices' copy completions 2 s late from t=1.031032 s" in done.stderr
         if careful:
             assert done.returncode == 0, done.stderr
@@ -221,15 +221,9 @@ def test_late_completions_time_the_careless_decoder_s_pull_out(tmp_path):
 def test_a_stalled_transfer_queue_times_the_careless_decoder_s_pull_out(tmp_path):
     """Seed 4 stalls node 1's transfer queues for 2 s while the decoder pulls: its pull_cache
     waits in the queue past its 1 s, and the careless decoder dies of LLM_TIMEOUT."""
-    script = os.path.join(FAULTS, "pull_requests.py")
-    plan = tmp_path / "stall.yaml"
-    plan.write_text(
-        "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
-        "processes:\n"
-        f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt}}\n"
-        f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder}}\n"
-        "faults: {kinds: [queue_stall], window: [1.03, 1.04], duration: [2.0, 2.0]}\n")
-    done = launch("-f", str(plan), "--faults", "4")
+    plan = pair_plan(tmp_path / "stall.yaml",
+                     "{kinds: [queue_stall], window: [1.03, 1.04], duration: [2.0, 2.0]}")
+    done = launch("-f", plan, "--faults", "4")
     assert "node 1's devices' transfer queues stalled from t=1.031032 s" in done.stderr
     assert done.returncode == 1, done.stderr
     assert "LLMException: pull_cache: failed, error code is LLM_TIMEOUT" in done.stderr
@@ -254,17 +248,10 @@ def test_the_prompt_dying_as_the_decoder_enters_link_clusters(tmp_path):
     handshake) as a lifecycle trigger: the prompt is killed as the decoder's link_clusters is
     dispatched. The library's call fails (LLM_LINK_FAILED) rather than hangs; the careless
     decoder dies of it, the careful one gives the prompt up and exits 0."""
-    script = os.path.join(FAULTS, "pull_requests.py")
-    for careful in ("", " --careful"):
-        plan = tmp_path / f"trigger{len(careful)}.yaml"
-        plan.write_text(
-            "nodes: [{host_ip: 10.40.0.1}, {host_ip: 10.40.0.2}]\n"
-            "processes:\n"
-            f"  - {{name: prompt, node: 0, command: python3 {script} --role prompt{careful}}}\n"
-            f"  - {{name: decoder, node: 1, command: python3 {script} --role decoder{careful}}}\n"
-            "faults: {kinds: [process_killed], processes: [prompt], window: [0.0, 0.0], "
-            "during: link_clusters}\n")
-        done = launch("-f", str(plan), "--faults", "1")
+    for careful in (False, True):
+        plan = pair_plan(tmp_path / f"trigger{careful}.yaml", "{kinds: [process_killed], "
+                         "processes: [prompt], window: [0.0, 0.0], during: link_clusters}", careful)
+        done = launch("-f", plan, "--faults", "1")
         assert "process prompt killed (SIGKILL) at t=1.030080 s (from the first link_clusters " \
             "call)" in done.stderr, done.stderr
         if careful:
