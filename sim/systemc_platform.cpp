@@ -442,7 +442,7 @@ void SystemcPlatform::request_stop() {
 }
 
 void SystemcPlatform::back_on_driver() {
-  current_process_ = impl::kScriptProcess;
+  current_process_ = driver_process_;  // the script, or run_as's process while it runs
 }
 
 int SystemcPlatform::add_process(HostProcess process) {
@@ -474,9 +474,11 @@ void SystemcPlatform::run_as(int process, const std::function<void()>& fn) {
   (void)this->process(process);
   struct Restore {
     int& current;
-    ~Restore() { current = impl::kScriptProcess; }
-  } restore{current_process_};
-  current_process_ = process;
+    int& driver;
+    ~Restore() { current = driver = impl::kScriptProcess; }
+  } restore{current_process_, driver_process_};
+  // The driver stays this process across the simulation steps fn's waits run (back_on_driver).
+  current_process_ = driver_process_ = process;
   fn();
 }
 

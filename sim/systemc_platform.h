@@ -67,7 +67,8 @@ class SystemcPlatform final : public impl::Platform {
   /// The process with that id (std::out_of_range otherwise).
   const HostProcess& process(int id) const;
   /// Runs `fn` on the driver as host process `process` (a runner initializing the engine of one
-  /// of its processes); std::logic_error on a job.
+  /// of its processes), also across the simulation steps its waits run; std::logic_error on a
+  /// job.
   void run_as(int process, const std::function<void()>& fn);
   /// Starts `job` as the first job of host process `process`.
   void spawn_as(int process, const std::string& name, std::function<void()> job);
@@ -155,6 +156,7 @@ class SystemcPlatform final : public impl::Platform {
   JobSwitchHooks hooks_;
   std::vector<HostProcess> processes_;  ///< processes_[id - 1]
   int current_process_ = impl::kScriptProcess;
+  int driver_process_ = impl::kScriptProcess;  ///< whom the driver runs as (run_as)
   // Kept cheap, as every wait of every job passes here: names are made only when asked for.
   struct Blocked {
     sc_core::sc_process_handle handle;

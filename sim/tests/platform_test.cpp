@@ -172,6 +172,22 @@ TEST_F(PlatformTest, ACompletionDelayReportsTheOutcomeLateAndOnlyInsideItsWindow
   EXPECT_THROW(platform_->add_completion_delay(99, 0, 1, 1), std::exception);
 }
 
+// What the driver allocates as a process after a wait is still that process's: its death frees
+// it (a serving engine that allocates its cache again after an out-of-memory pause).
+TEST_F(PlatformTest, RunAsStaysTheProcessAcrossTheDriversWaits) {
+  const int p = platform_->add_process({"p", 0, {0}});
+  std::optional<std::uint64_t> addr;
+  platform_->run_as(p, [&] {
+    platform_->sleep(model::kMs);
+    EXPECT_EQ(platform_->current_process(), p);
+    addr = platform_->allocate(0, impl::Placement::DEVICE, 4096, 0);
+  });
+  ASSERT_TRUE(addr);
+  EXPECT_EQ(platform_->current_process(), impl::kScriptProcess);
+  platform_->kill_process(p);
+  EXPECT_FALSE(platform_->locate(*addr, 1)) << "a killed process's memory is freed";
+}
+
 TEST_F(PlatformTest, AllocationThatDoesNotFitIsRefused) {
   EXPECT_FALSE(platform_->allocate(0, impl::Placement::DEVICE, 65ull << 30, 0));
   EXPECT_TRUE(platform_->allocate(0, impl::Placement::HOST, 1ull << 30, 0));
