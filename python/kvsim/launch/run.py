@@ -394,6 +394,9 @@ class Launch:
         try:
             server.run()
         finally:
+            # The hook refers back to this launch, which holds the server: a cycle through C++
+            # that Python's collector cannot see would keep the server, and its socket folder.
+            server.set_call_hook(None)
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
             report = self._report()
