@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kvsim's fluid solver against SimGrid's max-min model on the same flow sets: flows per
 wall-second at 64, 512 and 4,096 concurrent flows (all starting at once on a 2:1 oversubscribed
-leaf-spine fabric, sizes 64 KiB..256 MiB), whole-process medians of `kvsim_flows fluid` and
+leaf-spine fabric, sizes 64 KiB..256 MiB), whole-process medians of `kvsim_flows` and
 `simgrid_flows` run in turn, and the largest difference in a finish between the two.
 
     bench/flows_vs_simgrid.py BUILD_DIR [--runs 5]
@@ -56,7 +56,7 @@ def main():
             a, b = os.path.join(tmp, "kv.json"), os.path.join(tmp, "sg.json")
             tk, ts, ik, is_ = [], [], [], []
             for _ in range(args.runs):  # alternate, so drift hits both alike
-                tk.append(timed([kv, "fluid", path, a]))
+                tk.append(timed([kv, path, a]))
                 ts.append(timed([sg, path, b]))
                 with open(a) as f:
                     ok = json.load(f)

@@ -3,8 +3,6 @@
 // full intra-node mesh, per-device NIC tx/rx).
 #include <benchmark/benchmark.h>
 
-#include <systemc>
-
 #include <random>
 #include <vector>
 
@@ -83,8 +81,7 @@ BENCHMARK(BM_AddComplete)->Arg(64)->Arg(512)->Arg(4096);
 
 }  // namespace
 
-// kvsim_model links SystemC, whose main() calls sc_main.
-int sc_main(int argc, char* argv[]) {
+int main(int argc, char* argv[]) {
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

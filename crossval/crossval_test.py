@@ -17,6 +17,7 @@ import exact_maxmin  # noqa: E402
 import flow_sets  # noqa: E402
 
 KVSIM_FLOWS = os.environ["KVSIM_FLOWS"]
+KVSIM_FABRIC_FLOWS = os.environ["KVSIM_FABRIC_FLOWS"]
 SIMGRID_FLOWS = os.environ["SIMGRID_FLOWS"]
 OUT = os.path.join(os.environ["KVSIM_CROSSVAL_OUT"], "crossval")
 SOURCE = os.environ["KVSIM_SOURCE_DIR"]
@@ -49,7 +50,7 @@ def run(*cmd):
 
 def kvsim_fluid_ps(path):
     out = path.replace(".json", ".kvsim.json")
-    run(KVSIM_FLOWS, "fluid", path, out)
+    run(KVSIM_FLOWS, path, out)
     with open(out) as f:
         return {r["id"]: r["finish_ps"] for r in json.load(f)["flows"]}
 
@@ -153,7 +154,7 @@ def test_random_leaf_spine_fabric(seed):
 
 def recorded(name, mode, first, *overrides):
     path = os.path.join(OUT, name + ".json")
-    run(KVSIM_FLOWS, mode, first, path, *overrides)
+    run(KVSIM_FABRIC_FLOWS, mode, first, path, *overrides)
     with open(path) as f:
         s = json.load(f)
     s["name"] = name
