@@ -84,6 +84,7 @@ void FluidNetwork::set_capacity(ResourceId r, Bandwidth capacity) {
   }
   Resource& res = resources_[r];
   if (res.capacity == capacity) return;
+  drop_history();
   // The bounds of r's flows change, and with them the demand on every resource they cross.
   for (const Member& m : res.members) count_demand(flows_[m.slot], false);
   res.capacity = capacity;
@@ -186,6 +187,7 @@ void FluidNetwork::update_binding(ResourceId r) {
   const bool binding = !res.demand.fits(res.room) && (res.keyed > 0 || !res.grouped.fits(res.room));
   if (binding == res.binding) return;
   res.binding = binding;
+  drop_history();  // the set of resources in the filling changes
   mark_dirty(r);
 }
 
@@ -223,6 +225,7 @@ FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, const std::vector<Use>
   } else {
     slot = static_cast<std::uint32_t>(flows_.size());
     flows_.emplace_back();
+    frozen_.push_back(0);
   }
   // The slot keeps its path's storage from the flow that had it before.
   std::vector<Use>& path = flows_[slot].path;
@@ -244,6 +247,7 @@ FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, const std::vector<Use>
   path.resize(out);
 
   const FlowId id = next_id_++;
+  drop_history();
   Flow& f = flows_[slot];
   f.id = id;
   f.remaining = bytes;
@@ -258,6 +262,7 @@ FluidNetwork::FlowId FluidNetwork::add_flow(double bytes, const std::vector<Use>
   // Only binding resources link f to other flows; one that turns binding now is among them.
   for (const Use& u : f.path) {
     resources_[u.resource].members.push_back({id, slot, u.weight});
+    if (u.weight != std::floor(u.weight)) ++resources_[u.resource].fractional;
     update_binding(u.resource);
   }
   for (const Use& u : f.path) {
@@ -288,8 +293,25 @@ void FluidNetwork::drain(Flow& f, SimTime now, bool finished) const {
   f.updated = now;
 }
 
+void FluidNetwork::note_end(const Flow& f) const {
+  if (f.mark != epoch_) return drop_history();  // not in the last filling
+  if (f.round == kNoRound) return;  // held by no binding resource: its end changes no rate
+  const std::size_t begin = ended_uses_.size();
+  for (const Use& u : f.path) {
+    if (u.resource >= fill_.size() || fill_[u.resource].epoch != epoch_) continue;  // slack
+    // Whole weights keep the filling's weight sums exact, whatever the order of the terms.
+    if (resources_[u.resource].fractional > 0) {
+      ended_uses_.resize(begin);
+      return drop_history();
+    }
+    ended_uses_.push_back(u);
+  }
+  ended_round_ = std::min(ended_round_, f.round);
+}
+
 void FluidNetwork::retire(std::uint32_t slot) {
   Flow& f = flows_[slot];
+  if (history_ok_) note_end(f);
   for (const Use& u : f.path) {
     Resource& q = resources_[u.resource];
     if (q.binding) mark_dirty(u.resource);  // flows sharing it may speed up
@@ -298,6 +320,7 @@ void FluidNetwork::retire(std::uint32_t slot) {
     const auto it = std::lower_bound(members.begin(), members.end(), f.id,
                                      [](const Member& m, FlowId id) { return m.id < id; });
     members.erase(it);
+    if (u.weight != std::floor(u.weight)) --q.fractional;
     q.load = members.empty() ? 0 : q.load - u.weight * f.rate;
   }
   count_demand(f, false);
@@ -422,6 +445,7 @@ double FluidNetwork::carried_bytes_at(ResourceId r, SimTime at) const {
 void FluidNetwork::gather(std::uint32_t slot, std::uint64_t epoch) const {
   Flow& f = flows_[slot];
   f.mark = epoch;
+  f.round = kNoRound;
   comp_flows_.push(slot);
   bool bound = false;
   for (const Use& u : f.path) {
@@ -433,7 +457,7 @@ void FluidNetwork::gather(std::uint32_t slot, std::uint64_t epoch) const {
     stack_.push(u.resource);
   }
   // Held by no binding resource: nothing but its bound limits it.
-  f.frozen = !bound;
+  frozen_[slot] = !bound;
   f.new_rate = f.ub;
   // The bound is a cap for the filling unless a binding resource already implies it.
   if (bound && (f.ub_use == f.path.size() || !resources_[f.path[f.ub_use].resource].binding)) {
@@ -443,7 +467,15 @@ void FluidNetwork::gather(std::uint32_t slot, std::uint64_t epoch) const {
 
 void FluidNetwork::solve() const {
   if (dirty_resources_.empty() && dirty_flows_.empty()) return;
+  if (refill()) return;
   const std::uint64_t epoch = ++epoch_;
+  rounds_.clear();
+  undo_.clear();
+  frozen_order_.clear();
+  ended_round_ = kNoRound;
+  ended_uses_.clear();
+  gone_.clear();
+  gone_uses_.clear();
   fill_.resize(resources_.size());
   comp_resources_.reset(resources_.size());
   stack_.reset(resources_.size());
@@ -481,6 +513,7 @@ void FluidNetwork::solve() const {
     s.share = s.unfrozen > 0 ? res.capacity / weight : 0;
     s.load = 0;
     s.epoch = epoch;
+    s.saved_round = kNoRound;
   }
   // Id order, for determinism; a scan beats sorting when the component spans most resources.
   if (comp_resources_.size * 8 > resources_.size()) {
@@ -493,7 +526,89 @@ void FluidNetwork::solve() const {
   }
 
   fill();
+  history_ok_ = incremental_;
+  apply_rates();
+}
 
+bool FluidNetwork::refill() const {
+  if (!history_ok_ || !dirty_flows_.empty() || ended_round_ == kNoRound) return false;
+  // Only flows of the last filling ended since it (anything else dropped the history), and the
+  // resources they marked dirty are all in it.
+  for (const ResourceId r : dirty_resources_) resources_[r].dirty = false;
+  dirty_resources_.clear();
+  const std::uint32_t first = ended_round_;
+  const Round start = rounds_[first];
+  // Every resource back to its state when round `first` began (the oldest saved entry wins).
+  for (std::size_t i = undo_.size(); i-- > start.undo_begin;) {
+    const Saved& e = undo_[i];
+    Fill& s = fill_[e.resource];
+    s.unfrozen = e.unfrozen;
+    s.saved_round = e.saved_round;
+    s.free_capacity = e.free_capacity;
+    s.unfrozen_weight = e.unfrozen_weight;
+    s.share = e.share;
+    s.load = e.load;
+  }
+  undo_.resize(start.undo_begin);
+  // The flows frozen from that round on thaw; ended ones stay frozen, as they are gone.
+  comp_flows_.reset(flows_.size());
+  std::size_t unfrozen = 0;
+  for (std::size_t i = start.freezes_begin; i < frozen_order_.size(); ++i) {
+    const std::uint32_t slot = frozen_order_[i];
+    Flow& f = flows_[slot];
+    if (f.id == kNoFlow) continue;
+    frozen_[slot] = false;
+    comp_flows_.push(slot);
+    ++unfrozen;
+  }
+  frozen_order_.resize(start.freezes_begin);
+  rounds_.resize(first);
+  // The ended flows were unfrozen then: take their weights off. So were the flows ended at
+  // earlier refills, where the restored state predates their end.
+  // gone_ stays sorted by `clean`: the entries to take off are a suffix, and get `first`.
+  const std::size_t taken_off = undo_.size();
+  for (auto g = gone_.rbegin(); g != gone_.rend() && g->clean > first; ++g) {
+    for (std::uint32_t i = g->uses_begin; i < g->uses_end; ++i) {
+      take_off(gone_uses_[i].resource, gone_uses_[i].weight);
+    }
+    g->clean = first;
+  }
+  const auto begin = static_cast<std::uint32_t>(gone_uses_.size());
+  for (const Use& u : ended_uses_) {
+    take_off(u.resource, u.weight);
+    gone_uses_.push_back(u);
+  }
+  gone_.push_back({begin, static_cast<std::uint32_t>(gone_uses_.size()), first});
+  // kTakenOff marked each resource once for this refill only.
+  for (std::size_t i = taken_off; i < undo_.size(); ++i) {
+    fill_[undo_[i].resource].saved_round = undo_[i].saved_round;
+  }
+  ended_round_ = kNoRound;
+  ended_uses_.clear();
+  fill_rounds(first, unfrozen, start.next_cap);
+  apply_rates();
+  ++refills_;
+  return true;
+}
+
+inline void FluidNetwork::save(ResourceId r, const Fill& s) const {
+  undo_.push_back(
+      {r, s.unfrozen, s.saved_round, s.free_capacity, s.unfrozen_weight, s.share, s.load});
+}
+
+void FluidNetwork::take_off(ResourceId r, double w) const {
+  Fill& s = fill_[r];
+  // Logged like a freeze, between the rounds before and the rounds after: a later refill from an
+  // earlier round restores the state that still counted the flow (and takes it off again).
+  if (s.saved_round != kTakenOff) {
+    save(r, s);
+    s.saved_round = kTakenOff;
+  }
+  s.unfrozen_weight -= w;
+  if (--s.unfrozen > 0) s.share = std::max(0.0, s.free_capacity) / s.unfrozen_weight;
+}
+
+void FluidNetwork::apply_rates() const {
   // Binding resources of the component take their load from the filling; slack resources on the
   // path of a flow whose rate changed take the difference.
   changed_.reset(comp_flows_.size);
@@ -541,14 +656,22 @@ void FluidNetwork::solve() const {
 }
 
 void FluidNetwork::freeze(std::uint32_t slot, double level, std::size_t& unfrozen) const {
+  if (frozen_[slot]) return;
+  frozen_[slot] = true;
   Flow& f = flows_[slot];
-  if (f.frozen) return;
-  f.frozen = true;
   f.new_rate = std::min(level, f.ub);
   --unfrozen;
+  if (incremental_) {
+    f.round = round_;
+    frozen_order_.push_back(slot);
+  }
   for (const Use& u : f.path) {
     Fill& s = fill_[u.resource];
-    if (s.epoch != epoch_) continue;  // slack
+    if (s.epoch != epoch_) continue;                // slack
+    if (incremental_ && s.saved_round != round_) {  // its state as the round began, once
+      save(u.resource, s);
+      s.saved_round = round_;
+    }
     s.free_capacity -= u.weight * f.new_rate;
     s.load += u.weight * f.new_rate;
     s.unfrozen_weight -= u.weight;
@@ -557,24 +680,32 @@ void FluidNetwork::freeze(std::uint32_t slot, double level, std::size_t& unfroze
 }
 
 void FluidNetwork::fill() const {
-  active_resources_.reset(comp_resources_.size);
-  saturated_.reset(comp_resources_.size);
-  for (const ResourceId r : comp_resources_) {
-    if (fill_[r].unfrozen > 0) active_resources_.push(r);
-  }
   std::sort(capped_.begin(), capped_.end(), [this](std::uint32_t a, std::uint32_t b) {
     const Flow& fa = flows_[a];
     const Flow& fb = flows_[b];
     return fa.ub != fb.ub ? fa.ub < fb.ub : fa.id < fb.id;
   });
+  std::size_t unfrozen = 0;
+  for (const std::uint32_t slot : comp_flows_) unfrozen += frozen_[slot] ? 0 : 1;
+  fill_rounds(0, unfrozen, 0);
+}
 
+void FluidNetwork::fill_rounds(std::uint32_t first, std::size_t unfrozen,
+                               std::size_t next_cap) const {
+  active_resources_.reset(comp_resources_.size);
+  saturated_.reset(comp_resources_.size);
+  for (const ResourceId r : comp_resources_) {
+    if (fill_[r].unfrozen > 0) active_resources_.push(r);
+  }
   // Progressive filling: every unfrozen flow runs at `level`; each round raises it to the next
   // saturation point (a resource's fair share or a flow's cap) and freezes the flows held there.
-  std::size_t unfrozen = 0;
-  for (const std::uint32_t slot : comp_flows_) unfrozen += flows_[slot].frozen ? 0 : 1;
-  std::size_t next_cap = 0;
-  while (unfrozen > 0) {
-    while (next_cap < capped_.size && flows_[capped_.items[next_cap]].frozen) ++next_cap;
+  for (round_ = first; unfrozen > 0; ++round_) {
+    if (incremental_) {
+      rounds_.push_back({static_cast<std::uint32_t>(frozen_order_.size()),
+                         static_cast<std::uint32_t>(undo_.size()),
+                         static_cast<std::uint32_t>(next_cap)});
+    }
+    while (next_cap < capped_.size && frozen_[capped_.items[next_cap]]) ++next_cap;
     double level = next_cap < capped_.size ? flows_[capped_.items[next_cap]].ub
                                            : std::numeric_limits<double>::infinity();
     double limit = level * (1 + kTieTolerance);

@@ -28,8 +28,18 @@ namespace kvsim::model {
 /// allocation, so it is left out of the solve and does not link flows into one component (an HBM
 /// port or a DMA engine shared by flows bottlenecked on their links). Only the components of
 /// binding resources touched since the last solve are recomputed.
+///
+/// When flows only ended since the last solve, the filling restarts from the round where the
+/// first of them froze rather than from zero: no round below that level can change (a flow froze
+/// at its first saturating resource, so none of its resources saturated earlier). The last
+/// filling keeps its rounds and an undo log of the state it changed; the restart restores the
+/// state at that round and takes the ended flows' weights off. With whole weights the result is
+/// bit for bit that of a full solve; other cases solve in full.
 class FluidNetwork {
  public:
+  /// `incremental` false always solves in full (tests compare the two).
+  explicit FluidNetwork(bool incremental = true) : incremental_(incremental) {}
+
   using ResourceId = std::uint32_t;
   using FlowId = std::uint64_t;
   static constexpr FlowId kNoFlow = std::numeric_limits<FlowId>::max();
@@ -78,6 +88,9 @@ class FluidNetwork {
   /// Bytes that have crossed r so far (weighted), for utilisation statistics.
   double carried_bytes(ResourceId r) const;
 
+  /// Solves answered by restarting the last filling (refill), for tests and benchmarks.
+  std::uint64_t refills() const { return refills_; }
+
   static constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
 
  private:
@@ -115,9 +128,12 @@ class FluidNetwork {
     std::vector<Group> groups;  ///< of members whose ub is set by another resource
     std::uint32_t keyed = 0;    ///< flows whose ub this resource sets
     std::uint64_t mark = 0;     ///< solve epoch, for the component search
-    bool binding = false;       ///< takes part in solves
+    std::uint32_t fractional = 0;  ///< members whose weight is not a whole number
+    bool binding = false;          ///< takes part in solves
     bool dirty = false;
   };
+  static constexpr std::uint32_t kNoRound = std::numeric_limits<std::uint32_t>::max();
+  static constexpr std::uint32_t kTakenOff = kNoRound - 1;  ///< Fill::saved_round: by a refill
   /// Progressive-filling scratch of one resource (kept apart from Resource, for locality).
   struct Fill {
     double free_capacity = 0;
@@ -126,7 +142,25 @@ class FluidNetwork {
     double load = 0;   ///< weighted rates of the flows frozen so far
     std::uint32_t unfrozen = 0;
     std::uint64_t epoch = 0;  ///< solve that set this entry up (binding resources only)
+    std::uint32_t saved_round = kNoRound;  ///< last round whose undo log holds this entry
   };
+  /// A round of the last filling: where its freezes and undo entries begin, and the capped list's
+  /// position at its start.
+  struct Round {
+    std::uint32_t freezes_begin;
+    std::uint32_t undo_begin;
+    std::uint32_t next_cap;
+  };
+  /// A resource's filling state before the first freeze of a round touched it (all of Fill but
+  /// the epoch, which a history never changes).
+  struct Saved {
+    ResourceId resource;
+    std::uint32_t unfrozen;
+    std::uint32_t saved_round;
+    double free_capacity, unfrozen_weight, share, load;
+  };
+  /// Appends r's state to undo_.
+  void save(ResourceId r, const Fill& s) const;
   struct Flow {
     FlowId id = kNoFlow;   ///< kNoFlow marks a free slot
     double remaining = 0;  ///< bytes left at `updated`
@@ -138,8 +172,8 @@ class FluidNetwork {
     std::uint32_t ub_use = 0;   ///< index in path of the resource setting ub; path.size(): cap
     std::uint64_t version = 0;  ///< bumped on every reschedule; stale heap entries differ
     std::uint64_t mark = 0;
-    bool fresh = true;  ///< not yet given a rate
-    bool frozen = false;
+    std::uint32_t round = kNoRound;  ///< round of the last filling that froze it
+    bool fresh = true;               ///< not yet given a rate
     Bandwidth new_rate = 0;
     std::vector<Use> path;  ///< ascending resource, no duplicates
   };
@@ -185,7 +219,21 @@ class FluidNetwork {
   /// Unlinks a flow from its resources and frees its slot.
   void retire(std::uint32_t slot);
   void solve() const;  ///< recomputes the rates of every flow in components marked dirty
-  void fill() const;   ///< progressive filling over the component gathered by solve()
+  /// Restarts the last filling at the round where the first flow ended since froze; false if
+  /// the history does not allow it (then solve() solves in full).
+  bool refill() const;
+  void fill() const;  ///< progressive filling over the component gathered by solve()
+  /// Filling rounds from round `first` on, with `unfrozen` flows left and the capped list at
+  /// `next_cap`; records each round for refill().
+  void fill_rounds(std::uint32_t first, std::size_t unfrozen, std::size_t next_cap) const;
+  /// Applies the rates of comp_flows_ and the loads of comp_resources_, and reschedules.
+  void apply_rates() const;
+  /// Forgets the last filling's history: the next solve is a full one.
+  void drop_history() const { history_ok_ = false; }
+  /// Notes a flow about to end for refill(), or drops the history if it cannot be refilled.
+  void note_end(const Flow& f) const;
+  /// Takes a flow's weight `w` off r's filling state (it left before this round began).
+  void take_off(ResourceId r, double w) const;
   void freeze(std::uint32_t slot, double level, std::size_t& unfrozen) const;
   /// Drops stale heap entries from the top; returns the earliest valid completion time.
   SimTime peek() const;
@@ -193,6 +241,8 @@ class FluidNetwork {
   // Rates are solved lazily, also from const queries, hence the mutable state.
   mutable std::vector<Resource> resources_;
   mutable std::vector<Flow> flows_;  ///< slots, reused through free_slots_
+  /// By slot: frozen in the filling (apart from Flow, so scans of members stay in cache).
+  mutable std::vector<std::uint8_t> frozen_;
   std::vector<std::uint32_t> free_slots_;
   /// Nodes of slots_ come from here: a warm network allocates nothing per flow.
   std::pmr::unsynchronized_pool_resource node_pool_;
@@ -210,6 +260,24 @@ class FluidNetwork {
   mutable Scratch<std::uint32_t> capped_;
   mutable Scratch<ResourceId> stack_;
   mutable std::uint64_t epoch_ = 0;
+  // The last filling's history (refill()), and the flows ended since.
+  const bool incremental_ = true;
+  mutable bool history_ok_ = false;
+  mutable std::vector<Round> rounds_;
+  mutable std::vector<std::uint32_t> frozen_order_;  ///< slots, in the order they froze
+  mutable std::vector<Saved> undo_;
+  mutable std::uint32_t ended_round_ = kNoRound;  ///< earliest round an ended flow froze in
+  mutable std::vector<Use> ended_uses_;           ///< their binding resources in the last filling
+  /// Flows ended at earlier refills since the last full filling: rounds before `clean` were
+  /// recorded while they still counted, so a refill starting there takes them off again.
+  struct Gone {
+    std::uint32_t uses_begin, uses_end;
+    std::uint32_t clean;
+  };
+  mutable std::vector<Gone> gone_;
+  mutable std::vector<Use> gone_uses_;
+  mutable std::uint32_t round_ = 0;  ///< the filling round in progress (for freeze's log)
+  mutable std::uint64_t refills_ = 0;
   SimTime now_ = 0;
   FlowId next_id_ = 0;
 };

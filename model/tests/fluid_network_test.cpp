@@ -710,6 +710,86 @@ TEST(FluidNetworkTest, SameSequenceGivesIdenticalResults) {
   for (std::size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i], second[i]) << i;
 }
 
+// Restarting the last filling after flows end (refill) must give exactly what a full solve gives:
+// the same rates, bit for bit, and so the same completions. Long runs of ends (with adds,
+// cancels and capacity changes between them) on many shared resources, whole weights (refills)
+// and fractional ones (full solves).
+void expect_refill_matches_full_solve(std::uint64_t seed, bool whole_weights) {
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](double lo, double hi) {
+    return lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1p-53;
+  };
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  FluidNetwork inc;
+  FluidNetwork full(false);
+  const std::size_t nres = 12;
+  for (std::size_t r = 0; r < nres; ++r) {
+    const double c = uniform(1e9, 20e9);
+    inc.add_resource("r" + std::to_string(r), c);
+    full.add_resource("r" + std::to_string(r), c);
+  }
+  std::vector<std::pair<FlowId, FlowId>> ids;
+  auto add = [&] {
+    std::vector<Use> path;
+    for (std::size_t i = 1 + pick(4); i > 0; --i) {
+      const double w = whole_weights ? static_cast<double>(1 + pick(2)) : uniform(0.5, 2.5);
+      path.push_back({static_cast<FluidNetwork::ResourceId>(pick(nres)), w});
+    }
+    const double cap = pick(5) == 0 ? uniform(0.2e9, 5e9) : kInf;
+    const double bytes = uniform(1e6, 1e9);
+    ids.emplace_back(inc.add_flow(bytes, path, cap), full.add_flow(bytes, path, cap));
+  };
+  for (int i = 0; i < 60; ++i) add();
+  std::vector<FlowId> done_inc, done_full;
+  for (int step = 0; step < 400 && !ids.empty(); ++step) {
+    SCOPED_TRACE("seed " + std::to_string(seed) + " step " + std::to_string(step));
+    ASSERT_EQ(inc.next_completion(), full.next_completion());
+    for (const auto& [a, b] : ids) {
+      ASSERT_EQ(inc.rate(a), full.rate(b));
+      ASSERT_EQ(inc.remaining_bytes(a), full.remaining_bytes(b));
+    }
+    const std::size_t what = pick(20);
+    if (what == 0) {
+      add();
+    } else if (what == 1) {
+      const std::size_t i = pick(ids.size());
+      ASSERT_EQ(inc.cancel_flow(ids[i].first), full.cancel_flow(ids[i].second));
+      ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (what == 2) {
+      const auto r = static_cast<FluidNetwork::ResourceId>(pick(nres));
+      const double c = uniform(1e9, 20e9);
+      inc.set_capacity(r, c);
+      full.set_capacity(r, c);
+    } else {
+      const SimTime t = inc.next_completion();
+      inc.complete_until(t, done_inc);
+      full.complete_until(t, done_full);
+      ASSERT_EQ(done_inc.size(), done_full.size());
+      for (std::size_t k = 0; k < done_inc.size(); ++k) {
+        const auto it = std::find_if(ids.begin(), ids.end(),
+                                     [&](const auto& p) { return p.first == done_inc[k]; });
+        ASSERT_NE(it, ids.end());
+        ASSERT_EQ(it->second, done_full[k]);
+        ids.erase(it);
+      }
+    }
+  }
+  EXPECT_EQ(full.refills(), 0u);
+  if (whole_weights) {
+    EXPECT_GT(inc.refills(), 20u) << "the runs of ends were not refilled";
+  } else {
+    EXPECT_EQ(inc.refills(), 0u) << "fractional weights must solve in full";
+  }
+}
+
+TEST(FluidNetworkTest, RefillAfterEndsMatchesAFullSolveBitForBit) {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) expect_refill_matches_full_solve(seed, true);
+}
+
+TEST(FluidNetworkTest, FractionalWeightsSolveInFullAndStillMatch) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) expect_refill_matches_full_solve(seed, false);
+}
+
 template <typename Fn>
 void expect_error(Fn fn, ErrorKind kind, const std::string& fragment) {
   try {
