@@ -129,8 +129,8 @@ class ContentStore::Cursor {
   const Extent* extent() const { return inside() ? &it_->second : nullptr; }
   std::uint64_t delta() const { return pos_ - it_->first; }
 
-  const std::map<std::uint64_t, Extent>& map_;
-  std::map<std::uint64_t, Extent>::const_iterator it_;
+  const Map& map_;
+  Map::const_iterator it_;
   std::uint64_t pos_;
 };
 
@@ -246,8 +246,11 @@ void ContentStore::copy_from(const ContentStore& src, std::uint64_t src_addr,
     piece.len = stop - start;
     pieces.emplace_back(start - src_addr, std::move(piece));
   }
-  const auto hint = erase_range(dst_addr, len);
-  for (auto& [off, piece] : pieces) extents_.emplace_hint(hint, dst_addr + off, std::move(piece));
+  auto hint = erase_range(dst_addr, len);
+  hint_ok_ = false;  // an insertion moves the extents of a B-tree node
+  for (auto& [off, piece] : pieces) {
+    hint = std::next(extents_.emplace_hint(hint, dst_addr + off, std::move(piece)));
+  }
   coalesce_around(dst_addr, dst_addr + len);
 }
 
@@ -331,6 +334,7 @@ void ContentStore::put(std::uint64_t addr, Extent e) {
     return;
   }
   const auto next = erase_range(addr, e.len, at);
+  hint_ok_ = false;  // an insertion moves the extents of a B-tree node
   coalesce_at(extents_.emplace_hint(next, addr, std::move(e)));
 }
 
@@ -398,8 +402,7 @@ void ContentStore::coalesce_at(Map::iterator it) {
     if (continues(p, it)) {
       p->second.len += it->second.len;
       hint_ok_ = false;
-      extents_.erase(it);
-      it = p;
+      it = std::prev(extents_.erase(it));  // p: an erase moves the extents of a B-tree node
     }
   }
   const auto n = std::next(it);
@@ -419,7 +422,7 @@ void ContentStore::coalesce_around(std::uint64_t addr, std::uint64_t end) {
     if (continues(it, next)) {
       it->second.len += next->second.len;
       hint_ok_ = false;
-      extents_.erase(next);
+      it = std::prev(extents_.erase(next));  // an erase moves the extents of a B-tree node
     } else {
       it = next;
     }

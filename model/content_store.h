@@ -2,10 +2,11 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
+
+#include <absl/container/btree_map.h>
 
 namespace kvsim::model {
 
@@ -68,7 +69,10 @@ class ContentStore {
   static void check_range(std::uint64_t addr, std::uint64_t len, const char* what);
   /// Replaces [addr, addr+e.len) with `e`.
   void put(std::uint64_t addr, Extent e);
-  using Map = std::map<std::uint64_t, Extent>;
+  /// A B-tree: extents sit together in nodes, so a lookup among millions of (block-sized)
+  /// extents touches a few cache lines, not a node per level. Inserts and erases invalidate
+  /// iterators (hint_ is dropped at each).
+  using Map = absl::btree_map<std::uint64_t, Extent>;
   /// Removes all content in [addr, addr+len), splitting boundary extents; returns the first
   /// extent at or after addr+len (the insertion point for the range). One tree walk if empty.
   Map::iterator erase_range(std::uint64_t addr, std::uint64_t len);
@@ -86,8 +90,7 @@ class ContentStore {
 
   Map extents_;  ///< key: start address; extents never overlap
   // The extent locate() found last: copies and checks mostly read one tensor's extent again, or
-  // the next one.
-  // Only an erase can leave it dangling, so every erase drops it.
+  // the next one. Every insert and erase drops it.
   mutable Map::const_iterator hint_{};
   mutable bool hint_ok_ = false;
 

@@ -5,6 +5,7 @@ PKGS=(
   build-essential cmake pkg-config clang-format clang libclang-rt-14-dev
   libsystemc-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libsimgrid-dev
+  libabsl-dev  # absl::btree_map: the content store's extent map
   python3 python3-matplotlib python3-pybind11 pybind11-dev python3-pytest python3-numpy
   python3-yaml python3-torch python3-distributed iproute2 util-linux lld
   chromium  # headless, for python/tests/test_report_pages.py
