@@ -540,14 +540,7 @@ bool FluidNetwork::refill() const {
   const Round start = rounds_[first];
   // Every resource back to its state when round `first` began (the oldest saved entry wins).
   for (std::size_t i = undo_.size(); i-- > start.undo_begin;) {
-    const Saved& e = undo_[i];
-    Fill& s = fill_[e.resource];
-    s.unfrozen = e.unfrozen;
-    s.saved_round = e.saved_round;
-    s.free_capacity = e.free_capacity;
-    s.unfrozen_weight = e.unfrozen_weight;
-    s.share = e.share;
-    s.load = e.load;
+    fill_[undo_[i].resource] = undo_[i].state;
   }
   undo_.resize(start.undo_begin);
   // The flows frozen from that round on thaw; ended ones stay frozen, as they are gone.
@@ -581,7 +574,7 @@ bool FluidNetwork::refill() const {
   gone_.push_back({begin, static_cast<std::uint32_t>(gone_uses_.size()), first});
   // kTakenOff marked each resource once for this refill only.
   for (std::size_t i = taken_off; i < undo_.size(); ++i) {
-    fill_[undo_[i].resource].saved_round = undo_[i].saved_round;
+    fill_[undo_[i].resource].saved_round = undo_[i].state.saved_round;
   }
   ended_round_ = kNoRound;
   ended_uses_.clear();
@@ -591,17 +584,12 @@ bool FluidNetwork::refill() const {
   return true;
 }
 
-inline void FluidNetwork::save(ResourceId r, const Fill& s) const {
-  undo_.push_back(
-      {r, s.unfrozen, s.saved_round, s.free_capacity, s.unfrozen_weight, s.share, s.load});
-}
-
 void FluidNetwork::take_off(ResourceId r, double w) const {
   Fill& s = fill_[r];
   // Logged like a freeze, between the rounds before and the rounds after: a later refill from an
   // earlier round restores the state that still counted the flow (and takes it off again).
   if (s.saved_round != kTakenOff) {
-    save(r, s);
+    undo_.push_back({r, s});
     s.saved_round = kTakenOff;
   }
   s.unfrozen_weight -= w;
@@ -669,7 +657,7 @@ void FluidNetwork::freeze(std::uint32_t slot, double level, std::size_t& unfroze
     Fill& s = fill_[u.resource];
     if (s.epoch != epoch_) continue;                // slack
     if (incremental_ && s.saved_round != round_) {  // its state as the round began, once
-      save(u.resource, s);
+      undo_.push_back({u.resource, s});
       s.saved_round = round_;
     }
     s.free_capacity -= u.weight * f.new_rate;

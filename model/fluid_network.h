@@ -151,16 +151,11 @@ class FluidNetwork {
     std::uint32_t undo_begin;
     std::uint32_t next_cap;
   };
-  /// A resource's filling state before the first freeze of a round touched it (all of Fill but
-  /// the epoch, which a history never changes).
+  /// A resource's filling state before the first freeze of a round touched it.
   struct Saved {
     ResourceId resource;
-    std::uint32_t unfrozen;
-    std::uint32_t saved_round;
-    double free_capacity, unfrozen_weight, share, load;
+    Fill state;
   };
-  /// Appends r's state to undo_.
-  void save(ResourceId r, const Fill& s) const;
   struct Flow {
     FlowId id = kNoFlow;   ///< kNoFlow marks a free slot
     double remaining = 0;  ///< bytes left at `updated`
