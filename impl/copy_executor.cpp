@@ -40,30 +40,30 @@ bool disjoint(const std::vector<CopyDescriptor>& descs, std::size_t first, std::
 
 }  // namespace
 
-std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDescriptor>& descs) {
-  std::vector<std::vector<CopyDescriptor>> batches;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> scratch;
-  std::map<std::uint64_t, std::uint64_t> dst_ranges;
+std::size_t BatchSplitter::next(const std::vector<CopyDescriptor>& descs, std::size_t first) {
+  // The common case: the next full batch's destinations are disjoint (one sort, no tree).
+  const std::size_t last = std::min(descs.size(), first + kMaxBatchDescriptors);
+  if (try_sorted_ && disjoint(descs, first, last, scratch_)) return last;
+  // Else the batch ends before the first descriptor that overlaps an earlier one in it.
+  dst_ranges_.clear();
+  std::size_t i = first;
+  for (; i < last && !overlaps(dst_ranges_, descs[i].dst_addr, descs[i].length); ++i) {
+    dst_ranges_[descs[i].dst_addr] = descs[i].dst_addr + descs[i].length;
+  }
   // The sorted check is tried again only after a batch came out full, so lists that overlap often
   // cost what the one-by-one walk costs, plus one sort per full batch.
-  bool try_sorted = true;
+  try_sorted_ = i == last;
+  return i;
+}
+
+std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDescriptor>& descs) {
+  std::vector<std::vector<CopyDescriptor>> batches;
+  BatchSplitter splitter;
   for (std::size_t i = 0; i < descs.size();) {
-    // The common case: the next full batch's destinations are disjoint (one sort, no tree).
-    const std::size_t last = std::min(descs.size(), i + kMaxBatchDescriptors);
-    if (try_sorted && disjoint(descs, i, last, scratch)) {
-      batches.emplace_back(descs.begin() + static_cast<std::ptrdiff_t>(i),
-                           descs.begin() + static_cast<std::ptrdiff_t>(last));
-      i = last;
-      continue;
-    }
-    // Else the batch ends before the first descriptor that overlaps an earlier one in it.
-    batches.emplace_back();
-    dst_ranges.clear();
-    for (; i < last && !overlaps(dst_ranges, descs[i].dst_addr, descs[i].length); ++i) {
-      batches.back().push_back(descs[i]);
-      dst_ranges[descs[i].dst_addr] = descs[i].dst_addr + descs[i].length;
-    }
-    try_sorted = i == last;
+    const std::size_t end = splitter.next(descs, i);
+    batches.emplace_back(descs.begin() + static_cast<std::ptrdiff_t>(i),
+                         descs.begin() + static_cast<std::ptrdiff_t>(end));
+    i = end;
   }
   return batches;
 }
@@ -71,7 +71,12 @@ std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDes
 CopyRun run_copies(Platform& platform, int device, const std::vector<CopyDescriptor>& descs,
                    Time deadline, LLMStatusCode timeout_status) {
   CopyRun run;
-  for (std::vector<CopyDescriptor>& batch : split_batches(descs)) {
+  BatchSplitter splitter;  // one batch at a time: a long list is never copied whole
+  for (std::size_t first = 0; first < descs.size();) {
+    const std::size_t end = splitter.next(descs, first);
+    std::vector<CopyDescriptor> batch(descs.begin() + static_cast<std::ptrdiff_t>(first),
+                                      descs.begin() + static_cast<std::ptrdiff_t>(end));
+    first = end;
     // Shared with the completion callback, which may run after a timeout returned.
     auto pending = std::make_shared<Pending>();
     pending->done = platform.make_signal();

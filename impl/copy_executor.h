@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,18 @@ struct CopyRun {
   std::string error;               ///< empty on success
   std::uint64_t landed_bytes = 0;  ///< bytes of the completed batches plus the failed one's
   std::size_t batches = 0;         ///< batches posted
+};
+
+/// Cuts a descriptor list into batches, one at a time (see split_batches).
+class BatchSplitter {
+ public:
+  /// The end of the batch that starts at descs[first] (first < descs.size()).
+  std::size_t next(const std::vector<CopyDescriptor>& descs, std::size_t first);
+
+ private:
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> scratch_;
+  std::map<std::uint64_t, std::uint64_t> dst_ranges_;
+  bool try_sorted_ = true;
 };
 
 /// Splits descriptors, in order, into batches of at most kMaxBatchDescriptors whose destination

@@ -119,6 +119,7 @@ void plan_c2b(const CacheGeometry& src, const LayerTransfer& layer,
                                                str(read_end) + ", past the source tensor size " +
                                                str(src.tensor_size));
   }
+  out.reserve(out.size() + src_addrs.size() * n);
   for (std::size_t i = 0; i < src_addrs.size(); ++i) {
     for (std::size_t j = 0; j < n; ++j) {
       const std::uint64_t len = (j == n - 1 && remainder > 0) ? remainder : bms;
@@ -141,6 +142,7 @@ void plan_b2b(const CacheGeometry& src, const LayerTransfer& layer,
                                                      " does not match the source block size " +
                                                      str(src.stride));
   }
+  out.reserve(out.size() + src_addrs.size() * runs.size());
   for (std::size_t i = 0; i < src_addrs.size(); ++i) {
     for (const BlockRun& run : runs) {
       const std::uint64_t last = run.src_start + run.length - 1;

@@ -293,6 +293,7 @@ void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
       }
     }
     const std::vector<BlockRun> runs = find_block_runs(plan.src_blocks, plan.dst_blocks);
+    descs.reserve(pairs.size() * runs.size());
     for (const auto& [s, d] : pairs) {
       for (const BlockRun& run : runs) {
         descs.push_back({remote.tensor_addrs[s] + run.src_start * remote.stride,
@@ -312,6 +313,7 @@ void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
                                             str(pieces) + " blocks of a remote row of " +
                                             str(remote.stride) + " bytes");
     }
+    descs.reserve(pairs.size() * plan.dst_blocks.size());
     for (const auto& [s, d] : pairs) {
       for (std::size_t j = 0; j < plan.dst_blocks.size(); ++j) {
         const std::uint64_t offset = j * block;

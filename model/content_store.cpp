@@ -67,30 +67,29 @@ class ContentStore::Cursor {
 
   /// Bytes ahead that share this representation (kMax at the end of the last extent).
   std::uint64_t run() const {
-    if (inside()) return it_->first + it_->second.len - pos_;
+    if (inside()) return it_->first + it_->second.len() - pos_;
     return it_ == map_.end() ? kMax : it_->first - pos_;
   }
 
   /// Moves `n` <= run() bytes ahead.
   void advance(std::uint64_t n) {
     pos_ += n;
-    if (inside() && pos_ == it_->first + it_->second.len) ++it_;
+    if (inside() && pos_ == it_->first + it_->second.len()) ++it_;
   }
 
   /// True if both cursors read the same bytes for their common run without looking at them.
   bool same_origin(const Cursor& o) const {
     const Extent* a = extent();
     const Extent* b = o.extent();
-    const Extent::Kind ka = a ? a->kind : Extent::Kind::kFill;
-    const Extent::Kind kb = b ? b->kind : Extent::Kind::kFill;
+    const Extent::Kind ka = a ? a->kind() : Extent::Kind::kFill;
+    const Extent::Kind kb = b ? b->kind() : Extent::Kind::kFill;
     if (ka != kb) return false;
     switch (ka) {
       case Extent::Kind::kFill:
-        return (a ? a->fill_value : kUnwrittenByte) == (b ? b->fill_value : kUnwrittenByte);
+        return (a ? a->fill_value() : kUnwrittenByte) == (b ? b->fill_value() : kUnwrittenByte);
       case Extent::Kind::kLiteral:
-        return a->literal == b->literal && a->offset + delta() == b->offset + o.delta();
-      case Extent::Kind::kPattern:
-        return a->seed == b->seed && a->offset + delta() == b->offset + o.delta();
+      case Extent::Kind::kPattern:  // the same buffer or seed, at the same position
+        return a->origin == b->origin && a->offset + delta() == b->offset + o.delta();
     }
     return false;
   }
@@ -102,23 +101,23 @@ class ContentStore::Cursor {
       std::memset(out, kUnwrittenByte, n);
       return;
     }
-    switch (e->kind) {
+    switch (e->kind()) {
       case Extent::Kind::kFill:
-        std::memset(out, e->fill_value, n);
+        std::memset(out, e->fill_value(), n);
         break;
       case Extent::Kind::kLiteral:
-        std::memcpy(out, e->literal->data() + e->offset + delta() + skip, n);
+        std::memcpy(out, e->buffer()->bytes.data() + e->offset + delta() + skip, n);
         break;
       case Extent::Kind::kPattern:
-        generate_pattern(e->seed, e->offset + delta() + skip, out, n);
+        generate_pattern(e->seed(), e->offset + delta() + skip, out, n);
     }
   }
 
   /// Like emit, but returns literal bytes in place instead of copying them to `scratch`.
   const std::uint8_t* view(std::uint64_t skip, std::uint64_t n, std::uint8_t* scratch) const {
     const Extent* e = extent();
-    if (e != nullptr && e->kind == Extent::Kind::kLiteral) {
-      return e->literal->data() + e->offset + delta() + skip;
+    if (e != nullptr && e->kind() == Extent::Kind::kLiteral) {
+      return e->buffer()->bytes.data() + e->offset + delta() + skip;
     }
     emit(skip, n, scratch);
     return scratch;
@@ -160,31 +159,30 @@ void ContentStore::write(std::uint64_t addr, const std::uint8_t* data, std::uint
     fill(addr, len, data[0]);
     return;
   }
-  Extent e;
-  e.len = len;
-  e.kind = Extent::Kind::kLiteral;
-  e.literal = std::make_shared<const std::vector<std::uint8_t>>(data, data + len);
-  put(addr, std::move(e));
+  auto* buffer = new Buffer;
+  buffer->bytes.assign(data, data + len);
+  put(addr, Extent(Extent::Kind::kLiteral, len, reinterpret_cast<std::uint64_t>(buffer)));
 }
 
 void ContentStore::fill_pattern(std::uint64_t addr, std::uint64_t len, std::uint64_t seed) {
   check_range(addr, len, "fill_pattern");
   if (len == 0) return;
-  Extent e;
-  e.len = len;
-  e.kind = Extent::Kind::kPattern;
-  e.seed = seed;
-  put(addr, std::move(e));
+  // In pieces of at most 2^61 bytes (Extent::kMaxLen): only a range near 2^64 bytes long has two.
+  for (std::uint64_t done = 0; done < len;) {
+    const std::uint64_t n = std::min(len - done, std::uint64_t{1} << 61);
+    put(addr + done, Extent(Extent::Kind::kPattern, n, seed, done));
+    done += n;
+  }
 }
 
 void ContentStore::fill(std::uint64_t addr, std::uint64_t len, std::uint8_t value) {
   check_range(addr, len, "fill");
   if (len == 0) return;
-  Extent e;
-  e.len = len;
-  e.kind = Extent::Kind::kFill;
-  e.fill_value = value;
-  put(addr, std::move(e));
+  for (std::uint64_t done = 0; done < len;) {
+    const std::uint64_t n = std::min(len - done, std::uint64_t{1} << 61);
+    put(addr + done, Extent(Extent::Kind::kFill, n, value));
+    done += n;
+  }
 }
 
 void ContentStore::clear(std::uint64_t addr, std::uint64_t len) {
@@ -229,10 +227,10 @@ void ContentStore::copy_from(const ContentStore& src, std::uint64_t src_addr,
     erase_range(dst_addr, len);
     return;
   }
-  if (it->first <= src_addr && len <= it->second.len - (src_addr - it->first)) {
+  if (it->first <= src_addr && len <= it->second.len() - (src_addr - it->first)) {
     Extent piece = it->second;
     piece.offset += src_addr - it->first;
-    piece.len = len;
+    piece.set_len(len);
     put(dst_addr, std::move(piece));
     return;
   }
@@ -240,10 +238,10 @@ void ContentStore::copy_from(const ContentStore& src, std::uint64_t src_addr,
   std::vector<std::pair<std::uint64_t, Extent>> pieces;  // offset from src_addr, extent
   for (; it != src.extents_.end() && it->first < src_end; ++it) {
     const std::uint64_t start = std::max(it->first, src_addr);
-    const std::uint64_t stop = std::min(it->first + it->second.len, src_end);
+    const std::uint64_t stop = std::min(it->first + it->second.len(), src_end);
     Extent piece = it->second;
     piece.offset += start - it->first;
-    piece.len = stop - start;
+    piece.set_len(stop - start);
     pieces.emplace_back(start - src_addr, std::move(piece));
   }
   auto hint = erase_range(dst_addr, len);
@@ -286,12 +284,10 @@ std::optional<std::uint64_t> ContentStore::first_difference(std::uint64_t addr,
 }
 
 std::uint64_t ContentStore::literal_bytes() const {
-  std::unordered_map<const std::vector<std::uint8_t>*,
-                     std::vector<std::pair<std::uint64_t, std::uint64_t>>>
-      slices;
+  std::unordered_map<const Buffer*, std::vector<std::pair<std::uint64_t, std::uint64_t>>> slices;
   for (const auto& [addr, e] : extents_) {
-    if (e.kind == Extent::Kind::kLiteral) {
-      slices[e.literal.get()].emplace_back(e.offset, e.offset + e.len);
+    if (e.kind() == Extent::Kind::kLiteral) {
+      slices[e.buffer()].emplace_back(e.offset, e.offset + e.len());
     }
   }
   std::uint64_t total = 0;
@@ -309,15 +305,15 @@ std::uint64_t ContentStore::literal_bytes() const {
 
 ContentStore::Map::const_iterator ContentStore::locate(std::uint64_t addr) const {
   if (hint_ok_ && hint_ != extents_.end()) {
-    if (addr - hint_->first < hint_->second.len) return hint_;
+    if (addr - hint_->first < hint_->second.len()) return hint_;
     // Walks in address order (a verifier going through blocks by destination) find the next one.
     const auto next = std::next(hint_);
-    if (next != extents_.end() && addr - next->first < next->second.len) return hint_ = next;
+    if (next != extents_.end() && addr - next->first < next->second.len()) return hint_ = next;
   }
   auto it = extents_.upper_bound(addr);
   if (it != extents_.begin()) {
     const auto prev = std::prev(it);
-    if (addr - prev->first < prev->second.len) it = prev;
+    if (addr - prev->first < prev->second.len()) it = prev;
   }
   hint_ = it;
   hint_ok_ = true;
@@ -328,12 +324,12 @@ void ContentStore::put(std::uint64_t addr, Extent e) {
   // One tree walk: a range that is exactly one extent takes the new content in place (a block
   // copied again over a block), else erase_range hands back the insertion point.
   const auto at = extents_.lower_bound(addr);
-  if (at != extents_.end() && at->first == addr && at->second.len == e.len) {
+  if (at != extents_.end() && at->first == addr && at->second.len() == e.len()) {
     at->second = std::move(e);
     coalesce_at(at);
     return;
   }
-  const auto next = erase_range(addr, e.len, at);
+  const auto next = erase_range(addr, e.len(), at);
   hint_ok_ = false;  // an insertion moves the extents of a B-tree node
   coalesce_at(extents_.emplace_hint(next, addr, std::move(e)));
 }
@@ -349,26 +345,26 @@ ContentStore::Map::iterator ContentStore::erase_range(std::uint64_t addr, std::u
   // A suffix [from, its end) of extent `e` (starting at `start`), as its own extent.
   auto suffix = [](const Extent& e, std::uint64_t start, std::uint64_t from) {
     Extent right = e;
-    right.len = start + e.len - from;
+    right.set_len(start + e.len() - from);
     right.offset += from - start;  // meaningless but harmless for a fill
     return right;
   };
   if (it != extents_.begin()) {
     const auto p = std::prev(it);
-    const std::uint64_t p_end = p->first + p->second.len;
+    const std::uint64_t p_end = p->first + p->second.len();
     if (p_end > addr) {  // p straddles addr: keep its part before addr
       hint_ok_ = false;
       if (p_end > end) {  // ... and its part after the range
         Extent right = suffix(p->second, p->first, end);
-        p->second.len = addr - p->first;
+        p->second.set_len(addr - p->first);
         return extents_.emplace_hint(it, end, std::move(right));
       }
-      p->second.len = addr - p->first;
+      p->second.set_len(addr - p->first);
     }
   }
   auto last = it;
   while (last != extents_.end() && last->first < end) {
-    if (last->first + last->second.len > end) {  // straddles the end: keep its part after it
+    if (last->first + last->second.len() > end) {  // straddles the end: keep its part after it
       Extent right = suffix(last->second, last->first, end);
       hint_ok_ = false;
       const auto after = extents_.erase(it, std::next(last));
@@ -384,30 +380,27 @@ ContentStore::Map::iterator ContentStore::erase_range(std::uint64_t addr, std::u
 bool ContentStore::continues(const Map::const_iterator& a, const Map::const_iterator& b) {
   const Extent& x = a->second;
   const Extent& y = b->second;
-  if (a->first + x.len != b->first || x.kind != y.kind) return false;
-  switch (x.kind) {
-    case Extent::Kind::kFill:
-      return x.fill_value == y.fill_value;
-    case Extent::Kind::kLiteral:
-      return x.literal == y.literal && x.offset + x.len == y.offset;
-    case Extent::Kind::kPattern:
-      return x.seed == y.seed && x.offset + x.len == y.offset;
+  if (a->first + x.len() != b->first || x.kind() != y.kind() ||
+      x.len() > Extent::kMaxLen - y.len()) {
+    return false;
   }
-  return false;
+  // A fill's offset means nothing; a buffer or stream must go on where x stops.
+  return x.origin == y.origin &&
+         (x.kind() == Extent::Kind::kFill || x.offset + x.len() == y.offset);
 }
 
 void ContentStore::coalesce_at(Map::iterator it) {
   if (it != extents_.begin()) {
     const auto p = std::prev(it);
     if (continues(p, it)) {
-      p->second.len += it->second.len;
+      p->second.set_len(p->second.len() + it->second.len());
       hint_ok_ = false;
       it = std::prev(extents_.erase(it));  // p: an erase moves the extents of a B-tree node
     }
   }
   const auto n = std::next(it);
   if (n != extents_.end() && continues(it, n)) {
-    it->second.len += n->second.len;
+    it->second.set_len(it->second.len() + n->second.len());
     hint_ok_ = false;
     extents_.erase(n);
   }
@@ -420,7 +413,7 @@ void ContentStore::coalesce_around(std::uint64_t addr, std::uint64_t end) {
     const auto next = std::next(it);
     if (next == extents_.end() || next->first > end) break;
     if (continues(it, next)) {
-      it->second.len += next->second.len;
+      it->second.set_len(it->second.len() + next->second.len());
       hint_ok_ = false;
       it = std::prev(extents_.erase(next));  // an erase moves the extents of a B-tree node
     } else {

@@ -16,6 +16,8 @@ struct Fabric::Chunk {
   bool opens_batch = false;  ///< pays the batch setup time
   SimTime cost = 0;          ///< its descriptors' processing time (each at its route's cost)
   bool serial = false;       ///< a route of it does not overlap processing with data
+  bool uniform = false;      ///< every descriptor has the memories src_mem -> dst_mem
+  MemoryId src_mem{}, dst_mem{};
   int pending_flows = 0;
   bool sending = false;
   SimTime processing_start = 0;
@@ -96,15 +98,17 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
   }
   std::vector<std::pair<std::uint64_t, std::size_t>>& dst_order = dst_order_;
   dst_order.clear();
+  desc_memories_.clear();
   for (std::size_t i = 0; i < descs.size(); ++i) {
     const CopyDescriptor& d = descs[i];
     if (d.length == 0) {
       throw ModelError(ErrorKind::kInvalidArgument,
                        "post: descriptor " + std::to_string(i) + " has length 0");
     }
-    for (const auto& [addr, role] :
-         {std::pair{d.src_addr, "source"}, std::pair{d.dst_addr, "destination"}}) {
-      const Hbm* m = topology_->memory_at(addr);
+    MemoryId ids[2];
+    for (const auto& [addr, role, id] : {std::tuple{d.src_addr, "source", &ids[0]},
+                                         std::tuple{d.dst_addr, "destination", &ids[1]}}) {
+      const Hbm* m = topology_->memory_at(addr, id);
       // Allocated memory is inside its memory: the common case needs no message.
       if (m != nullptr && m->is_allocated(addr, d.length)) continue;
       const std::string which = "descriptor " + std::to_string(i);
@@ -114,8 +118,10 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
       }
       m->check_access(addr, d.length, (std::string("post: ") + which + " " + role).c_str());
     }
-    dst_order.emplace_back(d.dst_addr, i);
+    desc_memories_.emplace_back(ids[0], ids[1]);
   }
+  if (distinct_blocks(descs)) return;
+  for (std::size_t i = 0; i < descs.size(); ++i) dst_order.emplace_back(descs[i].dst_addr, i);
   std::sort(dst_order.begin(), dst_order.end());
   for (std::size_t k = 1; k < dst_order.size(); ++k) {
     const CopyDescriptor& prev = descs[dst_order[k - 1].second];
@@ -125,6 +131,31 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
                                                 std::to_string(dst_order[k].second) + " overlap");
     }
   }
+}
+
+bool Fabric::distinct_blocks(const std::vector<CopyDescriptor>& descs) const {
+  // Block copies: every descriptor has one length L and the destinations agree modulo L, so two
+  // ranges overlap exactly when they start at the same address. A bitmap over the L-slots
+  // between the lowest and the highest destination finds a repeat in O(n + span / L / 64).
+  const std::uint64_t len = descs.front().length;
+  const std::uint64_t phase = descs.front().dst_addr % len;
+  std::uint64_t lo = descs.front().dst_addr, hi = lo;
+  for (const CopyDescriptor& d : descs) {
+    if (d.length != len || d.dst_addr % len != phase) return false;
+    lo = std::min(lo, d.dst_addr);
+    hi = std::max(hi, d.dst_addr);
+  }
+  const std::uint64_t slots = (hi - lo) / len + 1;
+  if (slots / 64 > 4 * descs.size() + 1024) return false;  // sparse: sorting is cheaper
+  slot_bits_.assign(static_cast<std::size_t>(slots / 64 + 1), 0);
+  for (const CopyDescriptor& d : descs) {
+    const std::uint64_t k = (d.dst_addr - lo) / len;
+    std::uint64_t& word = slot_bits_[static_cast<std::size_t>(k / 64)];
+    const std::uint64_t bit = std::uint64_t{1} << (k % 64);
+    if (word & bit) return false;  // a repeat: the sort below names the pair
+    word |= bit;
+  }
+  return true;
 }
 
 std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descriptors,
@@ -152,11 +183,13 @@ std::uint64_t Fabric::post(EngineRef engine, std::vector<CopyDescriptor> descrip
     // descriptors mostly share a memory pair, so the last route is reused.
     MemoryId last_src{UINT32_MAX}, last_dst{UINT32_MAX};
     const Route* r = nullptr;
+    c->src_mem = desc_memories_[first].first;
+    c->dst_mem = desc_memories_[first].second;
+    c->uniform = true;
     for (std::size_t i = first; i < first + c->count; ++i) {
       c->bytes += descriptors[i].length;
-      MemoryId src, dst;
-      topology_->memory_at(descriptors[i].src_addr, &src);
-      topology_->memory_at(descriptors[i].dst_addr, &dst);
+      const auto [src, dst] = desc_memories_[i];
+      c->uniform = c->uniform && src == c->src_mem && dst == c->dst_mem;
       if (r == nullptr || src != last_src || dst != last_dst) {
         r = &route(src, dst, e);
         last_src = src;
@@ -345,7 +378,9 @@ void Fabric::start_data(Engine& e, Chunk* c) {
   // order.
   std::vector<FlowGroup>& groups = groups_;
   groups.clear();
-  for (std::size_t i = c->first; i < c->first + c->count; ++i) {
+  if (c->uniform)
+    groups.push_back({c->src_mem, c->dst_mem, static_cast<double>(c->bytes), nullptr});
+  for (std::size_t i = c->first; !c->uniform && i < c->first + c->count; ++i) {
     MemoryId s, d;
     topology_->memory_at(b->descs[i].src_addr, &s);
     topology_->memory_at(b->descs[i].dst_addr, &d);
@@ -413,11 +448,13 @@ void Fabric::on_chunk_sent(Chunk* c) {
 
 void Fabric::land(Chunk* c) {
   Batch* b = c->batch;
+  MemoryId s = c->src_mem, t = c->dst_mem;
   for (std::size_t i = c->first; i < c->first + c->count; ++i) {
     const CopyDescriptor& d = b->descs[i];
-    MemoryId s, t;
-    topology_->memory_at(d.src_addr, &s);
-    topology_->memory_at(d.dst_addr, &t);
+    if (!c->uniform) {
+      topology_->memory_at(d.src_addr, &s);
+      topology_->memory_at(d.dst_addr, &t);
+    }
     try {
       Hbm::copy(topology_->memory(s), d.src_addr, topology_->memory(t), d.dst_addr, d.length);
     } catch (const ModelError& err) {

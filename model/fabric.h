@@ -142,6 +142,9 @@ class Fabric : public sc_core::sc_module {
   /// True while a stall_engines window holds `device`'s engines.
   bool stalled(int device) const;
   void check_descriptors(const std::vector<CopyDescriptor>& descs) const;
+  /// True if the descriptors are block copies (one length, destinations aligned alike) whose
+  /// destinations are distinct, hence disjoint; false if unsure.
+  bool distinct_blocks(const std::vector<CopyDescriptor>& descs) const;
   const Route& route(MemoryId src, MemoryId dst, const Engine& e, int rail = 0);
   /// The NIC rail a chunk's bytes take on a device with several NICs (0 otherwise).
   int rail_of(const Engine& e, const Chunk& c) const;
@@ -186,6 +189,9 @@ class Fabric : public sc_core::sc_module {
   Stats stats_;
   // Scratch and pools, so that posting, sending and landing allocate nothing once warm.
   mutable std::vector<std::pair<std::uint64_t, std::size_t>> dst_order_;
+  /// By descriptor of the batch being posted: its source and destination memories.
+  mutable std::vector<std::pair<MemoryId, MemoryId>> desc_memories_;
+  mutable std::vector<std::uint64_t> slot_bits_;  ///< distinct_blocks' bitmap
   std::vector<FlowGroup> groups_;
   std::vector<FluidNetwork::FlowId> done_flows_;
   std::vector<std::unique_ptr<Chunk>> chunk_pool_;

@@ -355,6 +355,13 @@ TEST_F(FabricTest, BadBatchesAreRejectedWithoutSideEffects) {
   expect_error({0, 0}, {{a, b, 0}}, ErrorKind::kInvalidArgument, "descriptor 0 has length 0");
   expect_error({0, 0}, {{a, b, 16}, {a, b + 8, 16}}, ErrorKind::kOverlap,
                "descriptors 0 and 1 overlap");
+  // Block copies (one length, destinations aligned alike) take the bitmap check: a repeated
+  // block, at a length that is not a power of two, is named as the sort would name it.
+  expect_error({0, 0}, {{a, b + 3 * 48, 48}, {a + 48, b, 48}, {a + 96, b + 3 * 48, 48}},
+               ErrorKind::kOverlap, "descriptors 0 and 2 overlap");
+  // Destinations below and above the first one, apart by a multiple of no length: sorted.
+  expect_error({0, 0}, {{a, b + 100, 48}, {a + 48, b + 60, 48}, {a + 96, b + 160, 48}},
+               ErrorKind::kOverlap, "descriptors 1 and 0 overlap");
   expect_error({0, 0}, {{a, b, 16}, {a + (1 << 20) - 8, b + 64, 16}}, ErrorKind::kUnallocated,
                "descriptor 1 source");
   expect_error({0, 0}, {{a, b + (4 << 20), 16}}, ErrorKind::kUnallocated,
