@@ -43,6 +43,7 @@ bool disjoint(const std::vector<CopyDescriptor>& descs, std::size_t first, std::
 std::size_t BatchSplitter::next(const std::vector<CopyDescriptor>& descs, std::size_t first) {
   // The common case: the next full batch's destinations are disjoint (one sort, no tree).
   const std::size_t last = std::min(descs.size(), first + kMaxBatchDescriptors);
+  if (known_disjoint_) return last;
   if (try_sorted_ && disjoint(descs, first, last, scratch_)) return last;
   // Else the batch ends before the first descriptor that overlaps an earlier one in it.
   dst_ranges_.clear();
@@ -69,9 +70,10 @@ std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDes
 }
 
 CopyRun run_copies(Platform& platform, int device, const std::vector<CopyDescriptor>& descs,
-                   Time deadline, LLMStatusCode timeout_status) {
+                   Time deadline, LLMStatusCode timeout_status, bool disjoint) {
   CopyRun run;
   BatchSplitter splitter;  // one batch at a time: a long list is never copied whole
+  if (disjoint) splitter.assume_disjoint();
   for (std::size_t first = 0; first < descs.size();) {
     const std::size_t end = splitter.next(descs, first);
     std::vector<CopyDescriptor> batch(descs.begin() + static_cast<std::ptrdiff_t>(first),

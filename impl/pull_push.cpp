@@ -1,5 +1,6 @@
 #include "impl/pull_push.h"
 
+#include <algorithm>
 #include <string>
 
 #include "impl/cache_store.h"
@@ -171,16 +172,37 @@ std::optional<std::uint64_t> device_pool_bytes(DataDistCore& core) {
   return pool ? std::optional<std::uint64_t>(pool->capacity()) : std::nullopt;
 }
 
-// Runs the pull's copies; then consumes the key.
+// True if a pull into `blocks` of the local tensors `pairs` names writes no byte twice: distinct
+// blocks, in tensors whose ranges do not overlap (a registration may alias them). Its copies then
+// need no overlap check per batch.
+bool disjoint_destinations(const CacheGeometry& local,
+                           const std::vector<std::pair<std::uint64_t, std::uint64_t>>& pairs,
+                           const std::vector<std::uint64_t>& blocks) {
+  std::vector<std::uint64_t> tensors;
+  for (const auto& [s, d] : pairs) tensors.push_back(local.tensor_addrs[d]);
+  std::sort(tensors.begin(), tensors.end());
+  for (std::size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i] - tensors[i - 1] < local.tensor_size) return false;
+  }
+  std::vector<bool> seen(local.num_blocks);  // every block was checked < num_blocks
+  for (const std::uint64_t b : blocks) {
+    if (seen[b]) return false;
+    seen[b] = true;
+  }
+  return true;
+}
+
+// Runs the pull's copies; then consumes the key. `disjoint`: see disjoint_destinations.
 void run_pull(DataDistCore& core, Link& link, const RemoteSource& src,
-              const std::vector<CopyDescriptor>& descs, const char* api) {
+              const std::vector<CopyDescriptor>& descs, const char* api, bool disjoint = false) {
   CopyRun run;
   run.status = check_link_usable(link, run.error);
   if (run.status == LLMStatusCode::LLM_SUCCESS)
     run.status = check_peer_alive(core, link, run.error);
   if (run.status == LLMStatusCode::LLM_SUCCESS) {
-    run = run_copies(core.platform(), core.device(), descs,
-                     core.platform().now() + core.sync_timeout(), core.wait_timeout_code());
+    run =
+        run_copies(core.platform(), core.device(), descs,
+                   core.platform().now() + core.sync_timeout(), core.wait_timeout_code(), disjoint);
     mark_transport_failure(core, link, run.status, run.error);
   }
   if (run.status != LLMStatusCode::LLM_SUCCESS) {
@@ -323,7 +345,8 @@ void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
       }
     }
   }
-  run_pull(core, *link, src, descs, "pull_blocks");
+  run_pull(core, *link, src, descs, "pull_blocks",
+           disjoint_destinations(geometry, pairs, plan.dst_blocks));
 }
 
 namespace {

@@ -331,6 +331,27 @@ TEST_F(CachesLinks, PullBlocksMergesRunsBetweenBlocksCaches) {
   }
 }
 
+// A destination block named twice: the batches are cut so the later source lands last (the
+// planner's shortcut for distinct destinations must not skip that cut).
+TEST_F(CachesLinks, PullBlocksRepeatedDestinationLandsTheLaterSource) {
+  pair();
+  const auto desc = int8_desc(2, 8, 256);
+  const TestCache remote = register_cache(*d_, 8, desc, 1, true, impl::BlocksCacheKey{2, 0});
+  const TestCache local = register_cache(*p_, 0, desc, 2, true);
+  const auto before = snapshot(local);
+  link(*p_, 2, 8);
+  const std::size_t posts = platform_.posts.size();
+  pm().pull_blocks(impl::BlocksCacheKey{2, 0}, local.view, {1, 3}, {5, 5});
+  EXPECT_EQ(platform_.posts.size() - posts, 3u);  // [t0 1->5] [t0 3->5, t1 1->5] [t1 3->5]
+  for (std::size_t i = 0; i < 2; ++i) {
+    std::vector<std::uint8_t> expected(
+        before.begin() + static_cast<std::ptrdiff_t>(i * 2048),
+        before.begin() + static_cast<std::ptrdiff_t>((i + 1) * 2048));
+    splice(expected, 5 * 256, read(remote.addrs[i], 2048), 3 * 256, 256);
+    EXPECT_EQ(read(local.addrs[i], 2048), expected);
+  }
+}
+
 TEST_F(CachesLinks, PushCacheWritesTheRemoteRowLayerByLayer) {
   pair({{impl::kOptionEnableRemoteCacheAccessible, "1"}});
   const auto desc = int8_desc(4, 2, 512);
