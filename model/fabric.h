@@ -136,6 +136,8 @@ class Fabric : public sc_core::sc_module {
   void on_flows_done(const std::vector<FluidNetwork::FlowId>& flows);
   void on_chunk_sent(Chunk* c);
   void land(Chunk* c);
+  /// Counts a landed chunk; the last one completes its batch.
+  void land_done(Batch* b);
   void fail_batch(Batch* b, const std::string& why);
   void finish_batch(Batch* b);
   void apply_link_event(std::uint32_t link, LinkEvent ev);

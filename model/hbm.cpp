@@ -125,6 +125,7 @@ void Hbm::free(std::uint64_t addr) {
   allocated_bytes_ -= it->second;
   allocations_.erase(it);
   hit_size_ = 0;
+  ++frees_;
 }
 
 bool Hbm::is_allocated(std::uint64_t addr, std::uint64_t len) const {

@@ -42,6 +42,16 @@ class Hbm {
   /// `what` ("read", "copy source") prefixes the message.
   void check_access(std::uint64_t addr, std::uint64_t len, const char* what) const;
 
+  /// Allocations freed so far: ranges checked while it had a value are still allocated while it
+  /// keeps it (the fabric checks a batch at post and lands it without checking again).
+  std::uint64_t frees() const { return frees_; }
+  /// Copies like copy(), without checking the ranges: the caller checked them when src.frees()
+  /// and dst.frees() had their current values.
+  static void copy_checked(const Hbm& src, std::uint64_t src_addr, Hbm& dst, std::uint64_t dst_addr,
+                           std::uint64_t len) {
+    dst.content_.copy_from(src.content_, src_addr, dst_addr, len);
+  }
+
   /// Checked ContentStore::write / fill_pattern / read.
   void write(std::uint64_t addr, const std::vector<std::uint8_t>& bytes);
   void fill_pattern(std::uint64_t addr, std::uint64_t len, std::uint64_t seed);
@@ -59,6 +69,7 @@ class Hbm {
   std::uint64_t capacity_;
   Bandwidth bandwidth_;
   std::uint64_t allocated_bytes_ = 0;
+  std::uint64_t frees_ = 0;
   std::map<std::uint64_t, std::uint64_t> allocations_;  ///< start -> size
   // The allocation is_allocated found last (size 0: none): a layer's descriptors mostly fall in
   // one tensor, so most checks end here. Cleared when an allocation is freed.
