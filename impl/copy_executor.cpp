@@ -43,7 +43,6 @@ bool disjoint(const std::vector<CopyDescriptor>& descs, std::size_t first, std::
 std::size_t BatchSplitter::next(const std::vector<CopyDescriptor>& descs, std::size_t first) {
   // The common case: the next full batch's destinations are disjoint (one sort, no tree).
   const std::size_t last = std::min(descs.size(), first + kMaxBatchDescriptors);
-  if (known_disjoint_) return last;
   if (try_sorted_ && disjoint(descs, first, last, scratch_)) return last;
   // Else the batch ends before the first descriptor that overlaps an earlier one in it.
   dst_ranges_.clear();
@@ -69,16 +68,15 @@ std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDes
   return batches;
 }
 
-CopyRun run_copies(Platform& platform, int device, const std::vector<CopyDescriptor>& descs,
-                   Time deadline, LLMStatusCode timeout_status, bool disjoint) {
+namespace {
+
+// Posts the batches `next` makes (false: none left) one after another and waits for each.
+template <typename NextBatch>
+CopyRun post_batches(Platform& platform, int device, Time deadline, LLMStatusCode timeout_status,
+                     NextBatch next) {
   CopyRun run;
-  BatchSplitter splitter;  // one batch at a time: a long list is never copied whole
-  if (disjoint) splitter.assume_disjoint();
-  for (std::size_t first = 0; first < descs.size();) {
-    const std::size_t end = splitter.next(descs, first);
-    std::vector<CopyDescriptor> batch(descs.begin() + static_cast<std::ptrdiff_t>(first),
-                                      descs.begin() + static_cast<std::ptrdiff_t>(end));
-    first = end;
+  std::vector<CopyDescriptor> batch;
+  while (next(batch)) {
     // Shared with the completion callback, which may run after a timeout returned.
     auto pending = std::make_shared<Pending>();
     pending->done = platform.make_signal();
@@ -92,6 +90,7 @@ CopyRun run_copies(Platform& platform, int device, const std::vector<CopyDescrip
       run.error = e.what();
       return run;
     }
+    batch = {};
     ++run.batches;
     const Time now = platform.now();
     const Time budget = deadline == kForever ? kForever : (deadline > now ? deadline - now : 0);
@@ -108,6 +107,36 @@ CopyRun run_copies(Platform& platform, int device, const std::vector<CopyDescrip
     }
   }
   return run;
+}
+
+}  // namespace
+
+CopyRun run_copies(Platform& platform, int device, const std::vector<CopyDescriptor>& descs,
+                   Time deadline, LLMStatusCode timeout_status) {
+  BatchSplitter splitter;  // one batch at a time: a long list is never copied whole
+  std::size_t first = 0;
+  return post_batches(platform, device, deadline, timeout_status,
+                      [&](std::vector<CopyDescriptor>& batch) {
+                        if (first == descs.size()) return false;
+                        const std::size_t end = splitter.next(descs, first);
+                        batch.assign(descs.begin() + static_cast<std::ptrdiff_t>(first),
+                                     descs.begin() + static_cast<std::ptrdiff_t>(end));
+                        first = end;
+                        return true;
+                      });
+}
+
+CopyRun run_disjoint_copies(Platform& platform, int device, const DescriptorList& descs,
+                            Time deadline, LLMStatusCode timeout_status) {
+  std::size_t first = 0;
+  return post_batches(platform, device, deadline, timeout_status,
+                      [&](std::vector<CopyDescriptor>& batch) {
+                        if (first == descs.size) return false;
+                        const std::size_t end = std::min(descs.size, first + kMaxBatchDescriptors);
+                        batch.reserve(end - first);
+                        for (; first < end; ++first) batch.push_back(descs.at(first));
+                        return true;
+                      });
 }
 
 }  // namespace kvsim::impl

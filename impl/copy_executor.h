@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,14 +36,11 @@ class BatchSplitter {
  public:
   /// The end of the batch that starts at descs[first] (first < descs.size()).
   std::size_t next(const std::vector<CopyDescriptor>& descs, std::size_t first);
-  /// The caller knows no two destinations overlap: batches are simply full.
-  void assume_disjoint() { known_disjoint_ = true; }
 
  private:
   std::vector<std::pair<std::uint64_t, std::uint64_t>> scratch_;
   std::map<std::uint64_t, std::uint64_t> dst_ranges_;
   bool try_sorted_ = true;
-  bool known_disjoint_ = false;
 };
 
 /// Splits descriptors, in order, into batches of at most kMaxBatchDescriptors whose destination
@@ -52,9 +50,20 @@ std::vector<std::vector<CopyDescriptor>> split_batches(const std::vector<CopyDes
 
 /// Posts the batches on `device` one after another and waits for each. A failed batch gives
 /// kCopyFailedStatus, passing `deadline` gives `timeout_status` (the posted batch is not
-/// cancelled: the platform cannot abort it). Empty input succeeds at once. `disjoint`: the caller
-/// has established that no two destination ranges overlap, so batches need no overlap check.
+/// cancelled: the platform cannot abort it). Empty input succeeds at once.
 CopyRun run_copies(Platform& platform, int device, const std::vector<CopyDescriptor>& descs,
-                   Time deadline, LLMStatusCode timeout_status, bool disjoint = false);
+                   Time deadline, LLMStatusCode timeout_status);
+
+/// A descriptor list made on demand: `size` descriptors, the i-th is at(i). A long pull then
+/// never exists whole, only one batch of it at a time.
+struct DescriptorList {
+  std::size_t size = 0;
+  std::function<CopyDescriptor(std::size_t)> at;
+};
+
+/// run_copies for a list whose destinations the caller knows to be pairwise disjoint: batches
+/// are full (kMaxBatchDescriptors) and need no overlap check.
+CopyRun run_disjoint_copies(Platform& platform, int device, const DescriptorList& descs,
+                            Time deadline, LLMStatusCode timeout_status);
 
 }  // namespace kvsim::impl

@@ -1,6 +1,7 @@
 #include "impl/pull_push.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "impl/cache_store.h"
@@ -192,17 +193,15 @@ bool disjoint_destinations(const CacheGeometry& local,
   return true;
 }
 
-// Runs the pull's copies; then consumes the key. `disjoint`: see disjoint_destinations.
-void run_pull(DataDistCore& core, Link& link, const RemoteSource& src,
-              const std::vector<CopyDescriptor>& descs, const char* api, bool disjoint = false) {
+// Runs the pull's copies: `copies` with the deadline and the timeout status; then consumes the key.
+void run_pull(DataDistCore& core, Link& link, const RemoteSource& src, const char* api,
+              const std::function<CopyRun(Time, LLMStatusCode)>& copies) {
   CopyRun run;
   run.status = check_link_usable(link, run.error);
   if (run.status == LLMStatusCode::LLM_SUCCESS)
     run.status = check_peer_alive(core, link, run.error);
   if (run.status == LLMStatusCode::LLM_SUCCESS) {
-    run =
-        run_copies(core.platform(), core.device(), descs,
-                   core.platform().now() + core.sync_timeout(), core.wait_timeout_code(), disjoint);
+    run = copies(core.platform().now() + core.sync_timeout(), core.wait_timeout_code());
     mark_transport_failure(core, link, run.status, run.error);
   }
   if (run.status != LLMStatusCode::LLM_SUCCESS) {
@@ -263,7 +262,9 @@ void pull_cache_planned(DataDistCore& core, const PullCacheKey& cache_key, std::
     descs.push_back({remote.tensor_addrs[s] + src.row * remote.stride,
                      geometry.tensor_addrs[d] + plan.batch_index * geometry.stride, len});
   }
-  run_pull(core, *link, src, descs, "pull_cache");
+  run_pull(core, *link, src, "pull_cache", [&](Time deadline, LLMStatusCode timeout_status) {
+    return run_copies(core.platform(), core.device(), descs, deadline, timeout_status);
+  });
 }
 
 void pull_blocks(DataDistCore& core, const PullBlocksArgs& args) {
@@ -300,7 +301,10 @@ void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
                           device_pool_bytes(core));
   const auto pairs =
       tensor_pairs(plan.tensor_indices, remote.tensor_addrs.size(), geometry.tensor_addrs.size());
-  std::vector<CopyDescriptor> descs;
+  // The descriptors, tensor pair by tensor pair: per = per pair, at(p, j) the j-th of pair p.
+  std::size_t per = 0;
+  std::function<CopyDescriptor(std::size_t, std::size_t)> at;
+  std::vector<BlockRun> runs;
   if (b2b) {
     if (remote.stride != geometry.stride) {
       throw_param_invalid("dst_cache", "block size " + str(geometry.stride) +
@@ -314,15 +318,14 @@ void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
                                 str(remote.num_blocks) + ") of the remote cache");
       }
     }
-    const std::vector<BlockRun> runs = find_block_runs(plan.src_blocks, plan.dst_blocks);
-    descs.reserve(pairs.size() * runs.size());
-    for (const auto& [s, d] : pairs) {
-      for (const BlockRun& run : runs) {
-        descs.push_back({remote.tensor_addrs[s] + run.src_start * remote.stride,
-                         geometry.tensor_addrs[d] + run.dst_start * geometry.stride,
-                         run.length * geometry.stride});
-      }
-    }
+    runs = find_block_runs(plan.src_blocks, plan.dst_blocks);
+    per = runs.size();
+    at = [&](std::size_t p, std::size_t j) -> CopyDescriptor {
+      const BlockRun& run = runs[j];
+      return {remote.tensor_addrs[pairs[p].first] + run.src_start * remote.stride,
+              geometry.tensor_addrs[pairs[p].second] + run.dst_start * geometry.stride,
+              run.length * geometry.stride};
+    };
   } else {
     if (src.row >= remote.batch_size) {
       throw_param_invalid("src_cache_key", "row " + str(src.row) + " out of range [0, " +
@@ -335,18 +338,26 @@ void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
                                             str(pieces) + " blocks of a remote row of " +
                                             str(remote.stride) + " bytes");
     }
-    descs.reserve(pairs.size() * plan.dst_blocks.size());
-    for (const auto& [s, d] : pairs) {
-      for (std::size_t j = 0; j < plan.dst_blocks.size(); ++j) {
-        const std::uint64_t offset = j * block;
-        descs.push_back({remote.tensor_addrs[s] + src.row * remote.stride + offset,
-                         geometry.tensor_addrs[d] + plan.dst_blocks[j] * block,
-                         std::min(block, remote.stride - offset)});
-      }
-    }
+    per = plan.dst_blocks.size();
+    at = [&, block](std::size_t p, std::size_t j) -> CopyDescriptor {
+      const std::uint64_t offset = j * block;
+      return {remote.tensor_addrs[pairs[p].first] + src.row * remote.stride + offset,
+              geometry.tensor_addrs[pairs[p].second] + plan.dst_blocks[j] * block,
+              std::min(block, remote.stride - offset)};
+    };
   }
-  run_pull(core, *link, src, descs, "pull_blocks",
-           disjoint_destinations(geometry, pairs, plan.dst_blocks));
+  const DescriptorList list{pairs.size() * per,
+                            [&](std::size_t i) { return at(i / per, i % per); }};
+  const bool disjoint = disjoint_destinations(geometry, pairs, plan.dst_blocks);
+  run_pull(core, *link, src, "pull_blocks", [&](Time deadline, LLMStatusCode timeout_status) {
+    if (disjoint) {
+      return run_disjoint_copies(core.platform(), core.device(), list, deadline, timeout_status);
+    }
+    std::vector<CopyDescriptor> descs;  // may overlap: split_batches' rules need the whole list
+    descs.reserve(list.size);
+    for (std::size_t i = 0; i < list.size; ++i) descs.push_back(list.at(i));
+    return run_copies(core.platform(), core.device(), descs, deadline, timeout_status);
+  });
 }
 
 namespace {
