@@ -1,6 +1,7 @@
 #include "impl/copy_geometry.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 namespace kvsim::impl {
@@ -158,6 +159,44 @@ void plan_b2b(const CacheGeometry& src, const LayerTransfer& layer,
 }
 
 }  // namespace
+
+bool distinct_blocks_in_disjoint_spans(const std::vector<std::uint64_t>& bases,
+                                       std::uint64_t block_bytes,
+                                       const std::vector<std::uint64_t>& blocks) {
+  if (blocks.empty() || block_bytes == 0) return false;
+  const auto [lo, hi] = std::minmax_element(blocks.begin(), blocks.end());
+  const std::uint64_t top = std::numeric_limits<std::uint64_t>::max();
+  if (*hi >= top / block_bytes || *hi - *lo >= (std::uint64_t{1} << 32)) return false;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // [start, end) per tensor
+  for (const std::uint64_t base : bases) {
+    const std::uint64_t from = *lo * block_bytes, to = (*hi + 1) * block_bytes;
+    if (base > top - to) return false;
+    spans.emplace_back(base + from, base + to);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (std::size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) return false;
+  }
+  std::vector<bool> seen(static_cast<std::size_t>(*hi - *lo + 1));
+  for (const std::uint64_t b : blocks) {
+    if (seen[b - *lo]) return false;
+    seen[b - *lo] = true;
+  }
+  return true;
+}
+
+bool layer_destinations_disjoint(const CacheGeometry& src, const LayerTransfer& layer) {
+  switch (copy_mode(layer.src_blocks, layer.dst_blocks)) {
+    case CopyMode::kC2C:
+      return false;
+    case CopyMode::kC2B:
+      return distinct_blocks_in_disjoint_spans(layer.dst_addrs, layer.dst_block_memory_size,
+                                               layer.dst_blocks);
+    case CopyMode::kB2B:
+      return distinct_blocks_in_disjoint_spans(layer.dst_addrs, src.stride, layer.dst_blocks);
+  }
+  return false;
+}
 
 std::vector<CopyDescriptor> plan_layer_copy(const CacheGeometry& src, const LayerTransfer& layer) {
   const std::uint64_t tpl = layer.tensor_num_per_layer;

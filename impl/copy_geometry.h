@@ -76,6 +76,18 @@ struct BlockRun {
 std::vector<BlockRun> find_block_runs(const std::vector<std::uint64_t>& src_blocks,
                                       const std::vector<std::uint64_t>& dst_blocks);
 
+/// True if writes to `blocks` of `block_bytes` (a write may be shorter, never longer or before its
+/// block) in every tensor starting at `bases` touch no byte twice: the blocks are distinct and the
+/// tensors' spans, from the lowest block to the end of the highest, do not overlap (a registration
+/// may alias tensors). Lets a caller skip the per-batch overlap check.
+bool distinct_blocks_in_disjoint_spans(const std::vector<std::uint64_t>& bases,
+                                       std::uint64_t block_bytes,
+                                       const std::vector<std::uint64_t>& blocks);
+
+/// Whether plan_layer_copy's descriptors for `layer` (of a cache of `src`'s geometry) write
+/// distinct bytes, by distinct_blocks_in_disjoint_spans; false for C2C (nothing to gain).
+bool layer_destinations_disjoint(const CacheGeometry& src, const LayerTransfer& layer);
+
 /// The descriptors of one layer, tensor by tensor (K then V), in the order the C++ library
 /// posts them (§3.4). Checks, in the library's order: tensor_num_per_layer > 0,
 /// layer_index < num_tensors / tpl, num_tensors % tpl == 0, one dst address per tensor; then

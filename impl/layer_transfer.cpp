@@ -1,5 +1,7 @@
 #include "impl/layer_transfer.h"
 
+#include <algorithm>
+
 #include "impl/cluster_links.h"
 #include "impl/copy_executor.h"
 #include "impl/lock_guard.h"
@@ -21,19 +23,38 @@ bool in_peer_host_pool_cache(const DataDistCore& peer, std::uint64_t addr, std::
   return false;
 }
 
-// The first descriptor whose destination is not the peer's memory, if any.
+// True if [addr, addr+len) is memory of the link's peer: its device's, or a host cache it got
+// from allocate_cache.
+bool peer_memory(const DataDistCore& core, const Link& link, const DataDistCore* peer,
+                 std::uint64_t addr, std::uint64_t len) {
+  const std::optional<MemoryLocation> where = core.platform().locate(addr, len);
+  if (!where || peer == nullptr) return false;
+  return where->placement == Placement::DEVICE ? where->device == link.peer_device()
+                                               : in_peer_host_pool_cache(*peer, addr, len);
+}
+
+// The first of descs[first, last) whose destination is not the peer's memory, if any. A span
+// that is peer memory as a whole holds only good destinations, so a layer's descriptors (one
+// span per tensor) take a few checks, not one each; a bad span is halved to find the first.
 std::optional<CopyDescriptor> outside_peer(const DataDistCore& core, const Link& link,
-                                           const std::vector<CopyDescriptor>& descs) {
-  const std::shared_ptr<DataDistCore> peer = peer_of(core, link);
-  for (const CopyDescriptor& d : descs) {
-    const std::optional<MemoryLocation> where = core.platform().locate(d.dst_addr, d.length);
-    bool ok = false;
-    if (where && peer) {
-      ok = where->placement == Placement::DEVICE
-               ? where->device == link.peer_device()
-               : in_peer_host_pool_cache(*peer, d.dst_addr, d.length);
+                                           const DataDistCore* peer,
+                                           const std::vector<CopyDescriptor>& descs,
+                                           std::size_t first, std::size_t last) {
+  if (last - first > 8) {
+    std::uint64_t lo = descs[first].dst_addr, hi = lo;
+    bool wraps = false;  // a range past 2^64 is no memory: the single checks name it
+    for (std::size_t i = first; i < last; ++i) {
+      wraps = wraps || descs[i].length > UINT64_MAX - descs[i].dst_addr;
+      lo = std::min(lo, descs[i].dst_addr);
+      hi = std::max(hi, descs[i].dst_addr + descs[i].length);
     }
-    if (!ok) return d;
+    if (!wraps && peer_memory(core, link, peer, lo, hi - lo)) return std::nullopt;
+    const std::size_t mid = first + (last - first) / 2;
+    if (auto bad = outside_peer(core, link, peer, descs, first, mid)) return bad;
+    return outside_peer(core, link, peer, descs, mid, last);
+  }
+  for (std::size_t i = first; i < last; ++i) {
+    if (!peer_memory(core, link, peer, descs[i].dst_addr, descs[i].length)) return descs[i];
   }
   return std::nullopt;
 }
@@ -93,7 +114,9 @@ LLMStatusCode transfer_layer(DataDistCore& core, const LayerCall& call,
       gone != LLMStatusCode::LLM_SUCCESS) {
     return gone;
   }
-  if (const std::optional<CopyDescriptor> bad = outside_peer(core, *link, descs)) {
+  const std::shared_ptr<DataDistCore> peer = peer_of(core, *link);
+  if (const std::optional<CopyDescriptor> bad =
+          outside_peer(core, *link, peer.get(), descs, 0, descs.size())) {
     const Diagnostic d =
         core.record(DiagnosticKind::kDstOutsidePeer,
                     "layer " + std::to_string(layer.layer_index) + ": destination [" +
@@ -104,8 +127,13 @@ LLMStatusCode transfer_layer(DataDistCore& core, const LayerCall& call,
     if (context.task_log != nullptr) context.task_log->add(d);
     return LLMStatusCode::LLM_FAILED;
   }
-  const CopyRun run = run_copies(core.platform(), core.device(), descs, start + core.sync_timeout(),
-                                 core.wait_timeout_code());
+  const CopyRun run =
+      layer_destinations_disjoint(geometry, layer)
+          ? run_disjoint_copies(core.platform(), core.device(),
+                                {descs.size(), [&](std::size_t i) { return descs[i]; }},
+                                start + core.sync_timeout(), core.wait_timeout_code())
+          : run_copies(core.platform(), core.device(), descs, start + core.sync_timeout(),
+                       core.wait_timeout_code());
   mark_transport_failure(core, *link, run.status, run.error);
   return run.status;
 }

@@ -173,26 +173,6 @@ std::optional<std::uint64_t> device_pool_bytes(DataDistCore& core) {
   return pool ? std::optional<std::uint64_t>(pool->capacity()) : std::nullopt;
 }
 
-// True if a pull into `blocks` of the local tensors `pairs` names writes no byte twice: distinct
-// blocks, in tensors whose ranges do not overlap (a registration may alias them). Its copies then
-// need no overlap check per batch.
-bool disjoint_destinations(const CacheGeometry& local,
-                           const std::vector<std::pair<std::uint64_t, std::uint64_t>>& pairs,
-                           const std::vector<std::uint64_t>& blocks) {
-  std::vector<std::uint64_t> tensors;
-  for (const auto& [s, d] : pairs) tensors.push_back(local.tensor_addrs[d]);
-  std::sort(tensors.begin(), tensors.end());
-  for (std::size_t i = 1; i < tensors.size(); ++i) {
-    if (tensors[i] - tensors[i - 1] < local.tensor_size) return false;
-  }
-  std::vector<bool> seen(local.num_blocks);  // every block was checked < num_blocks
-  for (const std::uint64_t b : blocks) {
-    if (seen[b]) return false;
-    seen[b] = true;
-  }
-  return true;
-}
-
 // Runs the pull's copies: `copies` with the deadline and the timeout status; then consumes the key.
 void run_pull(DataDistCore& core, Link& link, const RemoteSource& src, const char* api,
               const std::function<CopyRun(Time, LLMStatusCode)>& copies) {
@@ -348,7 +328,10 @@ void pull_blocks_planned(DataDistCore& core, const PullBlocksKey& src_cache_key,
   }
   const DescriptorList list{pairs.size() * per,
                             [&](std::size_t i) { return at(i / per, i % per); }};
-  const bool disjoint = disjoint_destinations(geometry, pairs, plan.dst_blocks);
+  std::vector<std::uint64_t> dst_tensors;
+  for (const auto& [s, d] : pairs) dst_tensors.push_back(geometry.tensor_addrs[d]);
+  const bool disjoint =
+      distinct_blocks_in_disjoint_spans(dst_tensors, geometry.stride, plan.dst_blocks);
   run_pull(core, *link, src, "pull_blocks", [&](Time deadline, LLMStatusCode timeout_status) {
     if (disjoint) {
       return run_disjoint_copies(core.platform(), core.device(), list, deadline, timeout_status);

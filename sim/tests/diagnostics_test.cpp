@@ -155,6 +155,33 @@ TEST_F(Diagnostics, DstOutsideThePeerFailsTheLayerAndSendsNothing) {
   EXPECT_EQ(read(stray[0], 4096), before);
 }
 
+// Sixteen block descriptors per tensor: the destination check goes by spans and halves a bad one,
+// and must still name the first stray descriptor, here the first of the second tensor.
+TEST_F(Diagnostics, DstOutsideThePeerIsFoundAmongManyBlockDescriptors) {
+  pair();
+  const auto blocks_desc = int8_desc(2, 32, 256);  // one layer, 32 blocks of 256 bytes
+  const TestCache src = register_cache(*p_, 0, blocks_desc, 11, true);
+  const auto good = alloc_tensors(8, blocks_desc, 12);
+  const auto stray = alloc_tensors(3, blocks_desc, 13);
+  impl::TransferBlockArgs blocks;
+  std::vector<std::int64_t> every_other;
+  for (std::int64_t b = 0; b < 32; b += 2) every_other.push_back(b);
+  blocks.src_block_indices = every_other;
+  blocks.dst_block_indices = std::vector<std::int64_t>(every_other.rbegin(), every_other.rend());
+  std::vector<AnyTransferConfig> ok = {TransferConfig(2, {good[0], good[1]}, LayerRange{0, 1})};
+  auto fine = p_->cache_manager().transfer_cache_async(src.view, sync(), ok, blocks);
+  EXPECT_EQ(fine.get_results(), (Results{LLMStatusCode::LLM_SUCCESS}));
+  EXPECT_TRUE(fine.diagnostics().empty());
+  std::vector<AnyTransferConfig> bad = {TransferConfig(2, {good[0], stray[1]}, LayerRange{0, 1})};
+  auto task = p_->cache_manager().transfer_cache_async(src.view, sync(), bad, blocks);
+  EXPECT_EQ(task.get_results(), (Results{LLMStatusCode::LLM_FAILED}));
+  ASSERT_EQ(task.diagnostics().size(), 1u);
+  EXPECT_EQ(task.diagnostics()[0].kind, DiagnosticKind::kDstOutsidePeer);
+  const std::string first_stray = "[" + std::to_string(stray[1] + 30 * 256) + ", +256)";
+  EXPECT_NE(task.diagnostics()[0].message.find(first_stray), std::string::npos)
+      << task.diagnostics()[0].message;
+}
+
 TEST_F(Diagnostics, KeyConfigIndexesDstLayersByAbsoluteLayer) {
   const std::map<std::string, std::string> remote = {
       {impl::kOptionEnableRemoteCacheAccessible, "1"}};
