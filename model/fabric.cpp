@@ -135,26 +135,40 @@ void Fabric::check_descriptors(const std::vector<CopyDescriptor>& descs) const {
 }
 
 bool Fabric::distinct_blocks(const std::vector<CopyDescriptor>& descs) const {
-  // Block copies: every descriptor has one length L and the destinations agree modulo L, so two
-  // ranges overlap exactly when they start at the same address. A bitmap over the L-slots
-  // between the lowest and the highest destination finds a repeat in O(n + span / L / 64).
-  const std::uint64_t len = descs.front().length;
-  const std::uint64_t phase = descs.front().dst_addr % len;
-  std::uint64_t lo = descs.front().dst_addr, hi = lo;
-  for (const CopyDescriptor& d : descs) {
-    if (d.length != len || d.dst_addr % len != phase) return false;
-    lo = std::min(lo, d.dst_addr);
-    hi = std::max(hi, d.dst_addr);
+  // Block copies: a segment of consecutive descriptors with one length L and destinations that
+  // agree modulo L overlaps itself exactly when two start at the same address, which a bitmap
+  // over its L-slots finds in O(n + span / L / 64). Segments (a layer's K and V tensors, whose
+  // blocks may differ in size) must then not overlap each other: their spans are compared.
+  constexpr std::size_t kMaxSegments = 64;
+  segment_spans_.clear();
+  for (std::size_t first = 0; first < descs.size();) {
+    const std::uint64_t len = descs[first].length;
+    const std::uint64_t phase = descs[first].dst_addr % len;
+    std::uint64_t lo = descs[first].dst_addr, hi = lo;
+    std::size_t last = first;
+    for (; last < descs.size() && descs[last].length == len && descs[last].dst_addr % len == phase;
+         ++last) {
+      lo = std::min(lo, descs[last].dst_addr);
+      hi = std::max(hi, descs[last].dst_addr);
+    }
+    const std::uint64_t slots = (hi - lo) / len + 1;
+    if (segment_spans_.size() == kMaxSegments || slots / 64 > 4 * (last - first) + 1024) {
+      return false;  // many segments, or a sparse one: sorting is cheaper
+    }
+    slot_bits_.assign(static_cast<std::size_t>(slots / 64 + 1), 0);
+    for (std::size_t i = first; i < last; ++i) {
+      const std::uint64_t k = (descs[i].dst_addr - lo) / len;
+      std::uint64_t& word = slot_bits_[static_cast<std::size_t>(k / 64)];
+      const std::uint64_t bit = std::uint64_t{1} << (k % 64);
+      if (word & bit) return false;  // a repeat: the sort names the pair
+      word |= bit;
+    }
+    segment_spans_.emplace_back(lo, hi + len);  // inside an allocation: no overflow
+    first = last;
   }
-  const std::uint64_t slots = (hi - lo) / len + 1;
-  if (slots / 64 > 4 * descs.size() + 1024) return false;  // sparse: sorting is cheaper
-  slot_bits_.assign(static_cast<std::size_t>(slots / 64 + 1), 0);
-  for (const CopyDescriptor& d : descs) {
-    const std::uint64_t k = (d.dst_addr - lo) / len;
-    std::uint64_t& word = slot_bits_[static_cast<std::size_t>(k / 64)];
-    const std::uint64_t bit = std::uint64_t{1} << (k % 64);
-    if (word & bit) return false;  // a repeat: the sort below names the pair
-    word |= bit;
+  std::sort(segment_spans_.begin(), segment_spans_.end());
+  for (std::size_t i = 1; i < segment_spans_.size(); ++i) {
+    if (segment_spans_[i].first < segment_spans_[i - 1].second) return false;
   }
   return true;
 }

@@ -144,8 +144,9 @@ class Fabric : public sc_core::sc_module {
   /// True while a stall_engines window holds `device`'s engines.
   bool stalled(int device) const;
   void check_descriptors(const std::vector<CopyDescriptor>& descs) const;
-  /// True if the descriptors are block copies (one length, destinations aligned alike) whose
-  /// destinations are distinct, hence disjoint; false if unsure.
+  /// True if the descriptors are segments of block copies (each one length, destinations aligned
+  /// alike) with distinct destinations and spans that do not overlap, hence disjoint; false if
+  /// unsure.
   bool distinct_blocks(const std::vector<CopyDescriptor>& descs) const;
   const Route& route(MemoryId src, MemoryId dst, const Engine& e, int rail = 0);
   /// The NIC rail a chunk's bytes take on a device with several NICs (0 otherwise).
@@ -194,6 +195,7 @@ class Fabric : public sc_core::sc_module {
   /// By descriptor of the batch being posted: its source and destination memories.
   mutable std::vector<std::pair<MemoryId, MemoryId>> desc_memories_;
   mutable std::vector<std::uint64_t> slot_bits_;  ///< distinct_blocks' bitmap
+  mutable std::vector<std::pair<std::uint64_t, std::uint64_t>> segment_spans_;  ///< and spans
   std::vector<FlowGroup> groups_;
   std::vector<FluidNetwork::FlowId> done_flows_;
   std::vector<std::unique_ptr<Chunk>> chunk_pool_;

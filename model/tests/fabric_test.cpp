@@ -359,6 +359,10 @@ TEST_F(FabricTest, BadBatchesAreRejectedWithoutSideEffects) {
   // block, at a length that is not a power of two, is named as the sort would name it.
   expect_error({0, 0}, {{a, b + 3 * 48, 48}, {a + 48, b, 48}, {a + 96, b + 3 * 48, 48}},
                ErrorKind::kOverlap, "descriptors 0 and 2 overlap");
+  // Two segments of block copies (48- then 32-byte blocks), each free of repeats, whose spans
+  // overlap: the second segment's block runs into the first's last.
+  expect_error({0, 0}, {{a, b, 48}, {a + 48, b + 96, 48}, {a + 96, b + 128, 32}},
+               ErrorKind::kOverlap, "descriptors 1 and 2 overlap");
   // Destinations below and above the first one, apart by a multiple of no length: sorted.
   expect_error({0, 0}, {{a, b + 100, 48}, {a + 48, b + 60, 48}, {a + 96, b + 160, 48}},
                ErrorKind::kOverlap, "descriptors 1 and 0 overlap");
