@@ -2,6 +2,8 @@
 // pools, link_clusters / unlink_clusters, pulls, pushes and local copies, with real bytes.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "impl/data_dist_core.h"
 #include "impl/tests/expect_error.h"
 #include "sim/engine_setup.h"
@@ -26,6 +28,33 @@ class CachesLinks : public ImplWorld {
   }
   impl::CacheManager& pm() { return p_->cache_manager(); }
   impl::CacheManager& dm() { return d_->cache_manager(); }
+
+  /// Two linked processes with blocks caches of 2 tensors x 8 blocks of 256 bytes: the decode
+  /// side's (BlocksCacheKey{2, 0}) to pull from, the prompt side's to pull into.
+  struct BlocksPair {
+    TestCache remote, local;
+    std::vector<std::uint8_t> before;  ///< the local cache's bytes before the pull
+  };
+  BlocksPair linked_blocks_caches() {
+    pair();
+    const auto desc = int8_desc(2, 8, 256);
+    BlocksPair b{register_cache(*d_, 8, desc, 1, true, impl::BlocksCacheKey{2, 0}),
+                 register_cache(*p_, 0, desc, 2, true),
+                 {}};
+    b.before = snapshot(b.local);
+    link(*p_, 2, 8);
+    return b;
+  }
+  /// Local tensor i as it should read after the pull moved (src block, dst block, blocks).
+  std::vector<std::uint8_t> pulled(const BlocksPair& b, std::size_t i,
+                                   std::vector<std::array<std::uint64_t, 3>> moves) {
+    std::vector<std::uint8_t> expected(
+        b.before.begin() + static_cast<std::ptrdiff_t>(i * 2048),
+        b.before.begin() + static_cast<std::ptrdiff_t>((i + 1) * 2048));
+    const auto src = read(b.remote.addrs[i], 2048);
+    for (const auto& [from, to, n] : moves) splice(expected, to * 256, src, from * 256, n * 256);
+    return expected;
+  }
 
   std::unique_ptr<impl::LLMDataDist> p_;
   std::unique_ptr<impl::LLMDataDist> d_;
@@ -312,43 +341,23 @@ TEST_F(CachesLinks, PullCacheCopiesTheKeyedRowAndConsumesTheKey) {
 }
 
 TEST_F(CachesLinks, PullBlocksMergesRunsBetweenBlocksCaches) {
-  pair();
-  const auto desc = int8_desc(2, 8, 256);
-  const TestCache remote = register_cache(*d_, 8, desc, 1, true, impl::BlocksCacheKey{2, 0});
-  const TestCache local = register_cache(*p_, 0, desc, 2, true);
-  const auto before = snapshot(local);
-  link(*p_, 2, 8);
-  pm().pull_blocks(impl::BlocksCacheKey{2, 0}, local.view, {1, 2, 6}, {4, 5, 0});
+  const BlocksPair b = linked_blocks_caches();
+  pm().pull_blocks(impl::BlocksCacheKey{2, 0}, b.local.view, {1, 2, 6}, {4, 5, 0});
   ASSERT_EQ(platform_.posts.back().descriptors.size(), 4u);  // 2 runs x 2 tensors
   for (std::size_t i = 0; i < 2; ++i) {
-    std::vector<std::uint8_t> expected(
-        before.begin() + static_cast<std::ptrdiff_t>(i * 2048),
-        before.begin() + static_cast<std::ptrdiff_t>((i + 1) * 2048));
-    const auto src = read(remote.addrs[i], 2048);
-    splice(expected, 4 * 256, src, 1 * 256, 512);
-    splice(expected, 0, src, 6 * 256, 256);
-    EXPECT_EQ(read(local.addrs[i], 2048), expected);
+    EXPECT_EQ(read(b.local.addrs[i], 2048), pulled(b, i, {{1, 4, 2}, {6, 0, 1}}));
   }
 }
 
 // A destination block named twice: the batches are cut so the later source lands last (the
 // planner's shortcut for distinct destinations must not skip that cut).
 TEST_F(CachesLinks, PullBlocksRepeatedDestinationLandsTheLaterSource) {
-  pair();
-  const auto desc = int8_desc(2, 8, 256);
-  const TestCache remote = register_cache(*d_, 8, desc, 1, true, impl::BlocksCacheKey{2, 0});
-  const TestCache local = register_cache(*p_, 0, desc, 2, true);
-  const auto before = snapshot(local);
-  link(*p_, 2, 8);
+  const BlocksPair b = linked_blocks_caches();
   const std::size_t posts = platform_.posts.size();
-  pm().pull_blocks(impl::BlocksCacheKey{2, 0}, local.view, {1, 3}, {5, 5});
+  pm().pull_blocks(impl::BlocksCacheKey{2, 0}, b.local.view, {1, 3}, {5, 5});
   EXPECT_EQ(platform_.posts.size() - posts, 3u);  // [t0 1->5] [t0 3->5, t1 1->5] [t1 3->5]
   for (std::size_t i = 0; i < 2; ++i) {
-    std::vector<std::uint8_t> expected(
-        before.begin() + static_cast<std::ptrdiff_t>(i * 2048),
-        before.begin() + static_cast<std::ptrdiff_t>((i + 1) * 2048));
-    splice(expected, 5 * 256, read(remote.addrs[i], 2048), 3 * 256, 256);
-    EXPECT_EQ(read(local.addrs[i], 2048), expected);
+    EXPECT_EQ(read(b.local.addrs[i], 2048), pulled(b, i, {{3, 5, 1}}));
   }
 }
 
