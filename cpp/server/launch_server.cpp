@@ -203,14 +203,18 @@ std::string lifecycle_call(Op op, const std::string& payload) {
 }  // namespace
 
 // A program's stdout or stderr: read from its pipe whenever there is something (so that the
-// program never blocks on a full pipe), and written out, line by line with its prefix, only when
-// the world is at a barrier: everything a waiting program wrote before its request is in the
-// pipe by then, so each launch interleaves the programs' lines the same way.
+// program never blocks on a full pipe), held line by line with its prefix at each barrier of the
+// world (everything a waiting program wrote before its request is in the pipe by then), and
+// written out once simulated time has moved on: an instant's lines go out program by program.
+// How many barriers each program passes within one instant may vary between launches (a
+// replay once put p1's line of an instant before p0's under load), so the order of the lines
+// of one instant must not depend on it.
 struct Output {
   int fd = -1;
   int sink = 1;
   std::string prefix;
-  std::string pending;
+  std::string pending;  ///< read, not yet held
+  std::string held;     ///< complete lines of the current instant, prefixed
   std::FILE* copy = nullptr;
 
   // Reads what is there; false at end of file.
@@ -234,29 +238,38 @@ struct Output {
       return false;
     }
   }
-  // Writes the complete lines read so far (and, at the end, the rest as a line).
-  void emit(bool last) {
+  // Moves the complete lines read so far, prefixed, to the lines held for the current instant.
+  void hold() {
     drain();
-    std::string text;
     std::size_t start = 0;
     for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-      text += prefix + pending.substr(start, nl + 1 - start);
+      held += prefix;
+      held.append(pending, start, nl + 1 - start);
     }
     pending.erase(0, start);
-    if (last && !pending.empty()) {
-      text += prefix + pending + "\n";
-      pending.clear();
-    }
+  }
+  // Writes the held lines.
+  void release() {
     std::size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t w = ::write(sink, text.data() + done, text.size() - done);
+    while (done < held.size()) {
+      const ssize_t w = ::write(sink, held.data() + done, held.size() - done);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) break;
       done += static_cast<std::size_t>(w);
     }
+    held.clear();
+  }
+  // Writes everything read: the held lines, the complete ones since and the rest as a line.
+  void emit_all() {
+    hold();
+    if (!pending.empty()) {
+      held += prefix + pending + "\n";
+      pending.clear();
+    }
+    release();
   }
   void close_now() {
-    emit(true);
+    emit_all();
     if (fd >= 0) ::close(fd);
     fd = -1;
     if (copy != nullptr) std::fclose(copy);
@@ -561,9 +574,18 @@ bool LaunchServer::any_program_runs() const {
 }
 
 void LaunchServer::emit_output() {
+  // At the first barrier of a new instant nobody has run since the last barrier of the old one:
+  // what is held is exactly the old instant's lines.
+  if (platform_.now() != output_instant_) {
+    for (auto& p : programs_) {
+      p->out.release();
+      p->err.release();
+    }
+    output_instant_ = platform_.now();
+  }
   for (auto& p : programs_) {
-    p->out.emit(false);
-    p->err.emit(false);
+    p->out.hold();
+    p->err.hold();
   }
 }
 

@@ -186,6 +186,7 @@ class LaunchServer {
   };
   std::vector<Unknown> unknown_;  ///< connections before their hello
   int answered_ = 0;
+  std::uint64_t output_instant_ = 0;  ///< the simulated time whose output lines are held
   std::string stall_;
   std::vector<std::pair<std::uint64_t, Program*>> kills_;  ///< kill_at's (time, program)
   std::vector<Program*> kills_due_;                        ///< reached, not yet done

@@ -18,13 +18,13 @@ namespace {
 // The dotted keys of the lines whose comment carries [I] (indentation gives the nesting).
 std::set<std::string> inferred_keys(const std::string& path) {
   std::ifstream in(path);
-  const std::regex line_re(R"(^(\s*)([A-Za-z_]+):\s*([^#\s][^#]*?)\s*#(.*)$)");
+  const std::regex line_re(R"(^(\s*)([A-Za-z_][A-Za-z0-9_]*):\s*([^#\s][^#]*?)\s*#(.*)$)");
   std::vector<std::string> stack;
   std::set<std::string> keys;
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
     if (!std::regex_match(line, m, line_re)) {
-      const std::regex parent(R"(^(\s*)([A-Za-z_]+):\s*(#.*)?$)");
+      const std::regex parent(R"(^(\s*)([A-Za-z_][A-Za-z0-9_]*):\s*(#.*)?$)");
       if (std::regex_match(line, m, parent)) {
         stack.resize(m[1].length() / 2);
         stack.push_back(m[2]);

@@ -71,6 +71,29 @@ def test_clocks_sleeps_pids_and_random_bytes_replay_bit_for_bit(tmp_path):
     assert p0_bytes != p1_bytes
 
 
+def test_an_instants_lines_come_out_program_by_program(tmp_path):
+    """At t=0 p1 prints at once and p0 only after four socket calls, each a barrier of the world:
+    how many barriers a program passes within one instant must not order the output, so p0's
+    line of that instant comes first all the same (a replay once swapped two such lines)."""
+    late = program(tmp_path, "late.py", """
+        import socket, time
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        s.close()
+        print("p0 at t=0", flush=True)
+        time.sleep(1)
+    """)
+    early = program(tmp_path, "early.py", """
+        import time
+        print("p1 at t=0", flush=True)
+        time.sleep(1)
+    """)
+    done = launch("--", "python3", late, ":::", "python3", early)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == ["[p0] p0 at t=0", "[p1] p1 at t=0"], done.stdout
+
+
 def test_wall_clock_flag_reads_the_hosts_clock(tmp_path):
     a = program(tmp_path, "wall.py", "import time\nprint(time.time() > 1.75e9)\n")
     done = launch("--wall-clock", "--", "python3", a)
