@@ -320,6 +320,13 @@ ContentStore::Map::const_iterator ContentStore::locate(std::uint64_t addr) const
   return it;
 }
 
+bool ContentStore::has_content(std::uint64_t addr, std::uint64_t len) const {
+  check_range(addr, len, "has_content");
+  if (len == 0 || extents_.empty()) return false;
+  const auto it = locate(addr);
+  return it != extents_.end() && it->first < addr + len;
+}
+
 void ContentStore::put(std::uint64_t addr, Extent e) {
   // One tree walk: a range that is exactly one extent takes the new content in place (a block
   // copied again over a block), else erase_range hands back the insertion point.

@@ -47,6 +47,9 @@ class ContentStore {
   std::optional<std::uint64_t> first_difference(std::uint64_t addr, const ContentStore& other,
                                                 std::uint64_t other_addr, std::uint64_t len) const;
 
+  /// True if any byte of [addr, addr+len) was written (and not cleared since): a copy from or
+  /// over a range without content changes nothing there.
+  bool has_content(std::uint64_t addr, std::uint64_t len) const;
   /// Number of extents held (a measure of fragmentation and of copy cost).
   std::size_t extent_count() const { return extents_.size(); }
   /// Distinct literal buffer bytes referenced by extents: a slice copied N times counts once.

@@ -136,6 +136,9 @@ class Fabric : public sc_core::sc_module {
   void on_flows_done(const std::vector<FluidNetwork::FlowId>& flows);
   void on_chunk_sent(Chunk* c);
   void land(Chunk* c);
+  /// True if memory `m` holds content anywhere in the span of the chunk's source (or
+  /// destination) ranges; false means copying there changes nothing.
+  bool has_content(const Hbm& m, const Chunk& c, bool source) const;
   /// Counts a landed chunk; the last one completes its batch.
   void land_done(Batch* b);
   void fail_batch(Batch* b, const std::string& why);

@@ -38,6 +38,15 @@ class Hbm {
   /// True if [addr, addr+len) lies inside one live allocation (len 0: addr in [base,
   /// base+capacity]).
   bool is_allocated(std::uint64_t addr, std::uint64_t len) const;
+  /// is_allocated(addr, len) for len > 0, also giving the allocation [*start, *start + *size)
+  /// that holds the range.
+  bool allocation_holding(std::uint64_t addr, std::uint64_t len, std::uint64_t* start,
+                          std::uint64_t* size) const {
+    if (len == 0 || !is_allocated(addr, len)) return false;
+    *start = hit_start_;  // is_allocated leaves the allocation it found here
+    *size = hit_size_;
+    return true;
+  }
   /// Throws kUnallocated (or kOutOfRange outside the memory) unless is_allocated(addr, len).
   /// `what` ("read", "copy source") prefixes the message.
   void check_access(std::uint64_t addr, std::uint64_t len, const char* what) const;

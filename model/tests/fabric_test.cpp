@@ -225,6 +225,30 @@ TEST_F(FabricTest, BytesLandExactlyAndOnlyWhereDescribed) {
   EXPECT_EQ(dst.read(b, 1 << 20), expect);
 }
 
+// Unwritten bytes copied over written ones clear exactly the described ranges; a chunk with
+// no content on either side (the shortcut that skips its copies) changes no byte.
+TEST_F(FabricTest, CopiesOfUnwrittenBytesClearOnlyTheirDestinations) {
+  Fabric& f = build("atlas-a3");
+  Topology& t = f.topology();
+  Hbm& dst = t.memory(t.device_memory(20));
+  const std::uint64_t a = alloc(t.device_memory(0), 1 << 20),
+                      b = alloc(t.device_memory(20), 1 << 20);
+  dst.fill_pattern(b, 4096, 7);                // under descriptor 0
+  dst.fill_pattern(b + 8192, 4096, 8);         // between the two destinations
+  dst.fill_pattern(b + (512 << 10), 4096, 9);  // outside the second batch's spans
+  const std::vector<std::uint8_t> before = dst.read(b, 1 << 20);
+  int done = 0;
+  f.post({20, 0}, {{a, b, 4096}, {a + 4096, b + 16384, 4096}},
+         [&](const BatchOutcome& o) { done += o.ok; });
+  f.post({20, 1}, {{a + 8192, b + 20480, 4096}, {a + 12288, b + 32768, 4096}},
+         [&](const BatchOutcome& o) { done += o.ok; });
+  sc_core::sc_start();
+  ASSERT_EQ(done, 2);
+  std::vector<std::uint8_t> expect = before;
+  std::fill_n(expect.begin(), 4096, ContentStore::kUnwrittenByte);
+  EXPECT_EQ(dst.read(b, 1 << 20), expect);
+}
+
 TEST_F(FabricTest, LargeChunkedBatchPipelinesDescriptorProcessingWithData) {
   // 128 descriptors of 1 MiB on A3 HCCS: after the first chunk, processing hides behind the data.
   Fabric& f = build("atlas-a3");
