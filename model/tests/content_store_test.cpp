@@ -71,6 +71,26 @@ TEST(ContentStoreTest, WriteFillClearRoundTrip) {
   EXPECT_EQ(s.read(0, 1), Bytes{0xDB});
 }
 
+// has_content is what lets the Fabric skip copies: it must see any written byte in the range,
+// and none outside it.
+TEST(ContentStoreTest, HasContentSeesExactlyTheWrittenBytesOfARange) {
+  ContentStore s;
+  EXPECT_FALSE(s.has_content(0, 1 << 20));  // empty store
+  s.fill_pattern(100, 50, 1);               // [100, 150)
+  s.fill(300, 10, 7);                       // [300, 310), too short for a fill: literal bytes
+  EXPECT_TRUE(s.has_content(100, 1));
+  EXPECT_TRUE(s.has_content(149, 1));      // the last byte
+  EXPECT_TRUE(s.has_content(120, 500));    // starts inside an extent
+  EXPECT_TRUE(s.has_content(0, 101));      // ends on the first byte
+  EXPECT_FALSE(s.has_content(0, 100));     // ends just before it
+  EXPECT_FALSE(s.has_content(150, 150));   // the gap between the two
+  EXPECT_TRUE(s.has_content(150, 151));    // the gap and the second's first byte
+  EXPECT_FALSE(s.has_content(310, 1000));  // past the last
+  EXPECT_FALSE(s.has_content(120, 0));     // zero length
+  s.clear(100, 50);
+  EXPECT_FALSE(s.has_content(0, 300));  // cleared bytes read as unwritten again
+}
+
 TEST(ContentStoreTest, RangePastAddressSpaceThrows) {
   ContentStore s;
   const std::uint64_t top = ~0ull - 10;
