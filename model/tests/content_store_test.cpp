@@ -77,7 +77,7 @@ TEST(ContentStoreTest, HasContentSeesExactlyTheWrittenBytesOfARange) {
   ContentStore s;
   EXPECT_FALSE(s.has_content(0, 1 << 20));  // empty store
   s.fill_pattern(100, 50, 1);               // [100, 150)
-  s.fill(300, 10, 7);                       // [300, 310), too short for a fill: literal bytes
+  s.fill(300, 10, 7);                       // [300, 310), one repeated byte
   EXPECT_TRUE(s.has_content(100, 1));
   EXPECT_TRUE(s.has_content(149, 1));      // the last byte
   EXPECT_TRUE(s.has_content(120, 500));    // starts inside an extent
