@@ -66,6 +66,11 @@ EngineProfile load_engine(const std::string& name) {
   e.name = name;
   e.decodes = true;
   for (const auto& [key, field] : e.costs()) *field = r.time(key);
+  if (r.has("kv_cache_dtype")) {
+    const std::string kv = r.text("kv_cache_dtype");
+    if (kv != "auto" && kv != "model") r.fail_key("kv_cache_dtype", "must be auto or model");
+    e.kv_in_activation_dtype = kv == "auto";
+  }
   if (r.has("uncertain")) e.uncertain = model::read_uncertain(root[name], path);
   r.finish();
   return e;

@@ -28,8 +28,14 @@ struct EngineProfile {
   model::SimTime transfer_overhead = 0;
   /// KV ready to the first token, besides the decode step itself: scheduling, sampling, stream.
   model::SimTime first_token_overhead = 0;
+  /// Each decode step's host work per running request, in series with the device step
+  /// (sampling, output processing, the scheduler's per-sequence bookkeeping).
+  model::SimTime decode_request_overhead = 0;
   /// The engine's first decode step produces the first token (false for "none": TTFT = KV ready).
   bool decodes = false;
+  /// The engine's default KV cache dtype ("auto") is the model's activation dtype, bf16, however
+  /// its weights are quantized (profile key kv_cache_dtype: auto); false: as model.dtype.
+  bool kv_in_activation_dtype = false;
   /// The profile's `uncertain:` ranges (keys as in the profile: "request_overhead", ...).
   std::vector<model::UncertainParameter> uncertain;
 
@@ -44,13 +50,14 @@ struct EngineProfile {
 
  private:
   template <typename Self>
-  static std::array<std::pair<const char*, decltype(&std::declval<Self&>().handoff)>, 5>
+  static std::array<std::pair<const char*, decltype(&std::declval<Self&>().handoff)>, 6>
   cost_fields(Self& e) {
     return {{{"request_overhead", &e.request_overhead},
              {"bootstrap", &e.bootstrap},
              {"handoff", &e.handoff},
              {"transfer_overhead", &e.transfer_overhead},
-             {"first_token_overhead", &e.first_token_overhead}}};
+             {"first_token_overhead", &e.first_token_overhead},
+             {"decode_request_overhead", &e.decode_request_overhead}}};
   }
 };
 

@@ -133,11 +133,11 @@ class Run {
       if (s_.block_order == BlockOrder::kVllm) ++blocks_;  // vLLM's null block 0
       desc_ = impl::CacheDesc(2 * s_.model.layers,
                               {blocks_, static_cast<std::int64_t>(s_.block_tokens), elems},
-                              data_type_of(s_.dtype));
+                              data_type_of(s_.kv_dtype));
     } else {
       desc_ =
           impl::CacheDesc(2 * s_.model.layers, {1, static_cast<std::int64_t>(max_tokens_), elems},
-                          data_type_of(s_.dtype));
+                          data_type_of(s_.kv_dtype));
     }
     pool_bytes_ =
         ((desc_.size() + kCacheAlign - 1) / kCacheAlign * kCacheAlign) * desc_.num_tensors() +

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -22,6 +23,14 @@ using model::ErrorKind;
 using model::ModelError;
 using model::SimTime;
 using model::YamlReader;
+
+// Bytes of one element of `dtype` (model.dtype, cache.kv_dtype); 0 if it is not one kvsim knows.
+std::uint32_t dtype_bytes_of(const std::string& dtype) {
+  if (dtype == "bf16" || dtype == "fp16") return 2;
+  if (dtype == "fp32") return 4;
+  if (dtype == "int8" || dtype == "fp8") return 1;
+  return 0;
+}
 
 // One request's whole prefill may take at most this long: 64-bit picoseconds hold 213 days.
 constexpr double kLongestPrefillSeconds = 1e6;
@@ -186,7 +195,8 @@ std::pair<int, int> read_instances(YamlReader& r, const std::string& key) {
 }
 
 // serving: {engine, request_overhead, bootstrap, handoff, transfer_overhead,
-// first_token_overhead}: the engine profile, then the scenario's own values of its costs.
+// first_token_overhead, decode_request_overhead}: the engine profile, then the scenario's own
+// values of its costs.
 EngineProfile read_engine(YamlReader& r) {
   EngineProfile e;
   if (r.has("engine")) {
@@ -426,15 +436,10 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
     }
     s.tensor_parallel = static_cast<int>(m.integer("tensor_parallel", 1, 64));
     s.dtype = m.text("dtype");
-    if (s.dtype == "bf16" || s.dtype == "fp16")
-      s.dtype_bytes = 2;
-    else if (s.dtype == "fp32")
-      s.dtype_bytes = 4;
-    else if (s.dtype == "int8" || s.dtype == "fp8")
-      s.dtype_bytes = 1;
-    else
-      m.fail_key("dtype", "must be one of bf16, fp16, fp32, int8, fp8");
+    s.dtype_bytes = dtype_bytes_of(s.dtype);
+    if (s.dtype_bytes == 0) m.fail_key("dtype", "must be one of bf16, fp16, fp32, int8, fp8");
   }
+  std::optional<std::string> kv_dtype;  // cache.kv_dtype; its default needs the engine
   {
     YamlReader c = top.child("cache");
     const std::string layout = c.text("layout");
@@ -455,6 +460,12 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
       }
     } else if (layout != "contiguous") {
       c.fail_key("layout", "must be contiguous or paged");
+    }
+    if (c.has("kv_dtype")) {
+      kv_dtype = c.text("kv_dtype");
+      if (dtype_bytes_of(*kv_dtype) == 0) {
+        c.fail_key("kv_dtype", "must be one of bf16, fp16, fp32, int8, fp8");
+      }
     }
     for (const auto& [key, on_host] : {std::pair{"prompt_memory", &s.prompt_on_host},
                                        std::pair{"decode_memory", &s.decode_on_host}}) {
@@ -644,6 +655,12 @@ Scenario read(const YAML::Node& root, const std::string& origin, const std::stri
                                      "-device node");
     }
   }
+  // vLLM's CacheConfig.cache_dtype and SGLang's --kv-cache-dtype default to "auto": the model's
+  // dtype (its activations, bf16 for an fp8 or int8 checkpoint), not the weights' quantization.
+  const bool quantized_weights = s.dtype == "int8" || s.dtype == "fp8";
+  s.kv_dtype = kv_dtype ? *kv_dtype
+                        : (quantized_weights && s.engine.kv_in_activation_dtype ? "bf16" : s.dtype);
+  s.kv_dtype_bytes = dtype_bytes_of(s.kv_dtype);
   if (s.engine.decodes && !(s.compute.hbm_rate > 0)) {
     top.fail_key("serving", "names engine " + s.engine.name + ", whose decode step needs the " +
                                 "preset's compute: section (preset " + s.preset + " has none)");
@@ -728,8 +745,9 @@ SimTime Scenario::prefill_layer_time(std::uint64_t prompt_tokens) const {
 SimTime Scenario::decode_step_time(std::uint64_t batch, std::uint64_t kv_tokens) const {
   const double kv = static_cast<double>(kv_tokens) *
                     static_cast<double>(model.kv_elements_per_token(tensor_parallel)) * 2.0 *
-                    model.layers * dtype_bytes;
-  return seconds_to_ps(compute.decode_step(model, tensor_parallel, dtype_bytes, batch, kv));
+                    model.layers * kv_dtype_bytes;
+  return seconds_to_ps(compute.decode_step(model, tensor_parallel, dtype_bytes, batch, kv)) +
+         static_cast<SimTime>(batch) * engine.decode_request_overhead;
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<ScenarioOverride>& overrides) {

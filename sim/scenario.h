@@ -84,6 +84,10 @@ struct Scenario {
   int tensor_parallel = 1;
   std::uint32_t dtype_bytes = 2;
   std::string dtype = "bf16";
+  /// The KV cache's dtype (cache.kv_dtype): by default model.dtype, or bf16 for quantized
+  /// weights (int8, fp8) under an engine whose KV cache keeps the activation dtype (vLLM, SGLang).
+  std::string kv_dtype = "bf16";
+  std::uint32_t kv_dtype_bytes = 2;
   bool paged = false;
   std::uint32_t block_tokens = 0;  ///< paged only
   /// Paged only: how the engine hands out block ids (cache.block_table; default vLLM's queue).
@@ -125,7 +129,8 @@ struct Scenario {
 
   /// Per-layer prefill time of one request on one rank.
   model::SimTime prefill_layer_time(std::uint64_t prompt_tokens) const;
-  /// One decode step of `batch` requests holding `kv_tokens` tokens of KV, on one rank.
+  /// One decode step of `batch` requests holding `kv_tokens` tokens of KV, on one rank, with the
+  /// engine's host work per request.
   model::SimTime decode_step_time(std::uint64_t batch, std::uint64_t kv_tokens) const;
 };
 

@@ -111,6 +111,10 @@ def markdown(rows):
     for r in rows:
         lines.append(f"| {r['label']} | {r['published']:.4g} {r['unit']} | "
                      f"{r['predicted']:.4g} {r['unit']} | {r['error_pct']:+.0f} % | {r['source']} |")
+    misses = [r for r in rows if r["known_miss"] and abs(r["error_pct"]) > GOAL_PCT]
+    if misses:
+        lines += ["", "Rows outside the goal, and why:", ""]
+        lines += [f"- {r['label']} ({r['error_pct']:+.0f} %): {r['known_miss']}" for r in misses]
     lines += ["", f"| device | rows | MAPE | within {GOAL_PCT:.0f} % | worst row |",
               "|---|---|---|---|---|"]
     for d in by_device(rows):

@@ -175,7 +175,7 @@ class Serving {
   }
   double kv_bytes_per_token_rank() const {
     return static_cast<double>(s_.model.kv_elements_per_token(tp())) * 2.0 * s_.model.layers *
-           s_.dtype_bytes;
+           s_.kv_dtype_bytes;
   }
 
   // Blocks per rank's cache: given, or what fits beside the weights (vLLM's sizing rule)...
@@ -270,7 +270,7 @@ class Serving {
     desc_ = impl::CacheDesc(2 * s_.model.layers,
                             {blocks_, static_cast<std::int64_t>(s_.block_tokens),
                              static_cast<std::int64_t>(s_.model.kv_elements_per_token(tp()))},
-                            data_type_of(s_.dtype));
+                            data_type_of(s_.kv_dtype));
     // Instances fill nodes in order, prefill first; decode starts on a node of its own.
     const int per_node = spec.devices_per_node / tp();
     const int dpn = spec.devices_per_node;
@@ -1091,7 +1091,8 @@ class Serving {
     const double bytes =
         weight_bytes_per_rank() + static_cast<double>(kv_tokens) * kv_bytes_per_token_rank();
     const double rate = world_.spec().hbm_bandwidth * v_.decode_efficiency;
-    return static_cast<SimTime>(std::ceil(bytes / rate * 1e12));
+    return static_cast<SimTime>(std::ceil(bytes / rate * 1e12)) +
+           static_cast<SimTime>(inst.running.size()) * s_.engine.decode_request_overhead;
   }
 
   void decode_loop(Instance& inst, int epoch) {

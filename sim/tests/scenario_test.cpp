@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <tuple>
+#include <utility>
 
 #include "model/errors.h"
 #include "model/preset.h"
@@ -194,6 +196,102 @@ TEST(Scenario, AnEngineProfileAddsItsCostsAroundPrefillTransferAndTheFirstDecode
       EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
     }
   }
+}
+
+// vLLM's and SGLang's kv_cache_dtype "auto" keeps KV in the activation dtype whatever the
+// weights' quantization; without such an engine, or when the scenario says, KV is as set.
+TEST(Scenario, TheKvCacheDtypeFollowsTheEngineUnlessTheScenarioSetsIt) {
+  std::string text = kBase;
+  text.erase(text.find("faults:"));
+  const std::vector<ScenarioOverride> one{{"workload.requests", "1"},
+                                          {"transfer.method", "pull_blocks"}};
+  auto with = [&](std::vector<ScenarioOverride> more) {
+    more.insert(more.begin(), one.begin(), one.end());
+    return parse_scenario(text, "base.yaml", more);
+  };
+  for (const auto& [dtype, engine, kv, expect, bytes] :
+       {std::tuple<std::string, std::string, std::string, std::string, std::uint32_t>{
+            "int8", "", "", "int8", 1},
+        {"int8", "vllm", "", "bf16", 2},
+        {"int8", "sglang", "", "bf16", 2},
+        {"int8", "mindie", "", "int8", 1},
+        {"int8", "vllm", "int8", "int8", 1},
+        {"bf16", "vllm", "", "bf16", 2},
+        {"bf16", "", "fp8", "fp8", 1}}) {
+    std::vector<ScenarioOverride> set{{"model.dtype", dtype}};
+    if (!engine.empty()) set.push_back({"serving.engine", engine});
+    if (!kv.empty()) set.push_back({"cache.kv_dtype", kv});
+    const Scenario s = with(set);
+    EXPECT_EQ(s.kv_dtype, expect) << dtype << " " << engine << " " << kv;
+    EXPECT_EQ(s.kv_dtype_bytes, bytes) << dtype << " " << engine << " " << kv;
+  }
+  // The caches registered, and so the bytes moved, hold the KV dtype: twice the int8 bytes.
+  RunOptions quiet;
+  quiet.trace = false;
+  const RunResult bf16_kv =
+      run_scenario(with({{"model.dtype", "int8"}, {"serving.engine", "vllm"}}), quiet);
+  const RunResult int8_kv = run_scenario(
+      with({{"model.dtype", "int8"}, {"serving.engine", "vllm"}, {"cache.kv_dtype", "int8"}}),
+      quiet);
+  ASSERT_TRUE(bf16_kv.requests.at(0).ok && int8_kv.requests.at(0).ok);
+  EXPECT_EQ(bf16_kv.requests[0].bytes, 2 * int8_kv.requests[0].bytes);
+  try {
+    with({{"cache.kv_dtype", "fp4"}});
+    ADD_FAILURE() << "cache.kv_dtype fp4 accepted";
+  } catch (const model::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'cache.kv_dtype' must be one of bf16, fp16, fp32, "
+                                         "int8, fp8"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// An engine profile names its KV dtype rule with one of two words, and states every cost.
+TEST(Scenario, AnEngineProfileWithABadKvRuleOrAMissingCostIsRefusedByKey) {
+  const std::string path = ::testing::TempDir() + "/kvsim_engines_test.yaml";
+  const char* const costs =
+      "  request_overhead: 1ms\n  bootstrap: 0s\n  handoff: 0s\n  transfer_overhead: 0s\n"
+      "  first_token_overhead: 1ms\n";
+  for (const auto& [extra, rule] :
+       {std::pair<std::string, std::string>{"  decode_request_overhead: 10us\n"
+                                            "  kv_cache_dtype: fp8\n",
+                                            "key 'x.kv_cache_dtype' must be auto or model"},
+        {"  kv_cache_dtype: auto\n", "key 'x.decode_request_overhead' is missing"},
+        {"  decode_request_overhead: 10us\n  kv_cache_dtype: model\n", ""}}) {
+    std::ofstream(path) << "x:\n" << costs << extra;
+    ::setenv("KVSIM_ENGINES", path.c_str(), 1);
+    if (rule.empty()) {
+      const EngineProfile e = load_engine("x");
+      EXPECT_FALSE(e.kv_in_activation_dtype);
+      EXPECT_EQ(e.decode_request_overhead, 10 * model::kUs);
+    } else {
+      try {
+        load_engine("x");
+        ADD_FAILURE() << extra << " accepted";
+      } catch (const model::ModelError& err) {
+        EXPECT_NE(std::string(err.what()).find(rule), std::string::npos) << err.what();
+      }
+    }
+    ::unsetenv("KVSIM_ENGINES");
+  }
+  std::remove(path.c_str());
+}
+
+// The engine's host work per running request is added to each decode step, once per request.
+TEST(Scenario, ADecodeStepPaysTheEnginesCostPerRunningRequest) {
+  std::string text = kBase;
+  text.erase(text.find("faults:"));
+  auto step = [&](const std::string& cost, std::uint64_t batch) {
+    return parse_scenario(text, "base.yaml",
+                          {{"workload.requests", "1"},
+                           {"serving.engine", "vllm"},
+                           {"serving.decode_request_overhead", cost}})
+        .decode_step_time(batch, 4096 * batch);
+  };
+  for (const std::uint64_t batch : {1u, 4u, 64u}) {
+    EXPECT_EQ(step("1ms", batch) - step("0s", batch), batch * model::kMs) << batch;
+  }
+  EXPECT_GT(step("0s", 64), step("0s", 1));  // the device step itself grows with the KV read
 }
 
 TEST(Scenario, HostMemoryCachesNeedTheApiThatTakesThem) {
