@@ -71,6 +71,13 @@ EngineProfile load_engine(const std::string& name) {
     if (kv != "auto" && kv != "model") r.fail_key("kv_cache_dtype", "must be auto or model");
     e.kv_in_activation_dtype = kv == "auto";
   }
+  if (r.has("decode_blocks")) {
+    const std::string blocks = r.text("decode_blocks");
+    if (blocks != "incremental" && blocks != "reserve") {
+      r.fail_key("decode_blocks", "must be incremental or reserve");
+    }
+    e.incremental_decode_blocks = blocks == "incremental";
+  }
   if (r.has("uncertain")) e.uncertain = model::read_uncertain(root[name], path);
   r.finish();
   return e;

@@ -36,6 +36,10 @@ struct EngineProfile {
   /// The engine's default KV cache dtype ("auto") is the model's activation dtype, bf16, however
   /// its weights are quantized (profile key kv_cache_dtype: auto); false: as model.dtype.
   bool kv_in_activation_dtype = false;
+  /// The decode side allocates a request's blocks as its tokens come and, when none is free,
+  /// preempts the newest running request (profile key decode_blocks: incremental); false
+  /// (reserve, the default): each request reserves its prompt and whole output on admission.
+  bool incremental_decode_blocks = false;
   /// The profile's `uncertain:` ranges (keys as in the profile: "request_overhead", ...).
   std::vector<model::UncertainParameter> uncertain;
 

@@ -34,7 +34,8 @@ std::string encode_result(const RunResult& r) {
                     q.first_token,
                     q.completion,
                     q.retries,
-                    q.recomputes});
+                    q.recomputes,
+                    q.preemptions});
   }
   auto& compute = j["compute"] = nlohmann::json::array();
   for (const ComputeSpan& c : r.compute) compute.push_back({c.request, c.layer, c.start, c.end});
@@ -124,7 +125,8 @@ RunResult decode_result(const std::string& bytes, Scenario scenario) {
       x.completion = integer<model::SimTime>(q.at(17));
       // Added within schema 1 (serving.recovery); results written before it have none.
       if (q.size() > 18) x.retries = integer<int>(q.at(18));
-      if (q.size() > 19) x.recomputes = integer<int>(q.at(19));  // process_killed, also within 1
+      if (q.size() > 19) x.recomputes = integer<int>(q.at(19));   // process_killed, also within 1
+      if (q.size() > 20) x.preemptions = integer<int>(q.at(20));  // incremental decode blocks
       r.requests.push_back(std::move(x));
     }
     for (const auto& c : j.at("compute")) {

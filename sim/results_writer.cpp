@@ -198,6 +198,7 @@ std::string result_json(const RunResult& r) {
     x["kv_ready_us"] = us(q.kv_ready());
     if (q.retries > 0) x["retries"] = q.retries;
     if (q.recomputes > 0) x["recomputes"] = q.recomputes;
+    if (q.preemptions > 0) x["preemptions"] = q.preemptions;
     x["decode_start_us"] = us(q.decode_start);
     x["first_token_us"] = us(q.first_token);
     x["completion_us"] = us(q.completion);
@@ -252,14 +253,15 @@ void write_results(const RunResult& r, const std::string& dir) {
   std::ostringstream req;
   req << "id,prompt_tokens,arrival_us,prefill_start_us,prefill_end_us,transfer_end_us,exposed_us,"
          "ttft_us,bytes,status,verified,checked,output_tokens,prefill_instance,decode_instance,"
-         "queueing_us,kv_ready_us,first_token_us,tpot_us,completion_us\n";
+         "queueing_us,kv_ready_us,first_token_us,tpot_us,completion_us,preemptions\n";
   for (const RequestResult& q : r.requests) {
     req << q.id << ',' << q.prompt_tokens << ',' << us(q.arrival) << ',' << us(q.prefill_start)
         << ',' << us(q.prefill_end) << ',' << us(q.transfer_end) << ',' << us(q.exposed()) << ','
         << us(q.ttft()) << ',' << q.bytes << ',' << q.status << ',' << (q.verified ? 1 : 0) << ','
         << (q.checked ? 1 : 0) << ',' << q.output_tokens << ',' << q.prefill_instance << ','
         << q.decode_instance << ',' << us(q.queueing()) << ',' << us(q.kv_ready()) << ','
-        << us(q.first_token) << ',' << us(q.tpot()) << ',' << us(q.completion) << '\n';
+        << us(q.first_token) << ',' << us(q.tpot()) << ',' << us(q.completion) << ','
+        << q.preemptions << '\n';
   }
   write_file(d / "requests.csv", req.str());
   std::ostringstream links;

@@ -42,7 +42,8 @@ struct RequestResult {
   model::SimTime first_token = 0;   ///< first token out of the decode instance
   model::SimTime completion = 0;    ///< last token out
   int retries = 0;                  ///< transfers tried again after a failure (serving.recovery)
-  int recomputes = 0;  ///< computed again after its KV or queue died (serving.recovery.recompute)
+  int recomputes = 0;   ///< computed again after its KV or queue died (serving.recovery.recompute)
+  int preemptions = 0;  ///< decode blocks taken back for other requests, then computed again
 
   /// Transfer time not hidden behind prefill compute: from the later of prefill's end and the
   /// decode side asking for the KV (an engine's handoff is not transfer time).

@@ -431,7 +431,7 @@ class Serving {
 
   // Queues request `id` at a live prefill instance by the router's rule (a router sends nothing
   // to an instance its health checks found dead); with none alive, it waits for a restart.
-  void route(int id) {
+  void route(int id, bool first = false) {
     Live& q = live_[static_cast<std::size_t>(id)];
     int p = -1;
     for (std::size_t k = 0; k < prefill_.size(); ++k) {
@@ -454,7 +454,11 @@ class Serving {
     Instance& inst = prefill_[static_cast<std::size_t>(p)];
     q.r.prefill_instance = p;
     q.queued = q.context();
-    inst.queue.push_back(id);
+    if (first) {
+      inst.queue.push_front(id);
+    } else {
+      inst.queue.push_back(id);
+    }
     inst.queued_tokens += q.queued;
     ring(inst);
   }
@@ -501,7 +505,8 @@ class Serving {
   }
 
   // Takes queued requests in order up to the token budget, each with its prefill blocks and a
-  // decode reservation (prompt and output). Stops at the first that cannot get its blocks.
+  // decode reservation: the prompt and whole output, or only the context when the engine's decode
+  // side allocates as tokens come. Stops at the first that cannot get its blocks.
   std::vector<int> form_batch(Instance& inst) {
     std::vector<int> batch;
     std::uint64_t tokens = 0;
@@ -509,7 +514,9 @@ class Serving {
       Live& q = live_[static_cast<std::size_t>(inst.queue.front())];
       if (!batch.empty() && tokens + q.context() > v_.token_budget) break;
       const std::uint64_t need = blocks_for(q.context());
-      const std::uint64_t reserve = blocks_for(q.r.prompt_tokens + q.r.output_tokens);
+      const std::uint64_t reserve = s_.engine.incremental_decode_blocks
+                                        ? need
+                                        : blocks_for(q.r.prompt_tokens + q.r.output_tokens);
       if (static_cast<std::uint64_t>(inst.pool->free_blocks()) < need) break;
       const int d = pick_decode(reserve);
       if (d < 0) break;
@@ -1095,6 +1102,41 @@ class Serving {
            static_cast<SimTime>(inst.running.size()) * s_.engine.decode_request_overhead;
   }
 
+  // vLLM's decode side: each step first gives every running request room for the token it
+  // writes (KVCacheManager.allocate_slots); when no block is free it preempts the newest running
+  // request (Scheduler.schedule: self.running.pop(), _preempt_request) until the request gets its
+  // block or is itself the one preempted. vllm/v1/core/sched/scheduler.py.
+  void grow_or_preempt(Instance& inst) {
+    for (std::size_t i = 0; i < inst.running.size();) {
+      Live& q = live_[static_cast<std::size_t>(inst.running[i])];
+      const std::uint64_t want = blocks_for(q.context() + 1);
+      while (i < inst.running.size() && q.dst_all.size() < want) {
+        if (auto block = inst.pool->allocate(1, 2 * static_cast<std::uint64_t>(q.r.id) + 2)) {
+          q.dst_all.push_back(block->front());
+          continue;
+        }
+        const int victim = inst.running.back();
+        inst.running.pop_back();
+        preempt(inst, victim);
+      }
+      ++i;
+    }
+  }
+
+  // Gives a running request's decode blocks back and computes its context again, ahead of new
+  // prompts (vLLM recomputes a preempted request; kvsim does it through a prefill instance).
+  void preempt(Instance& inst, int id) {
+    Live& q = live_[static_cast<std::size_t>(id)];
+    inst.pool->release(q.dst_all);
+    ++q.r.preemptions;
+    q.src_blocks.clear();
+    q.dst_all.clear();
+    q.dst_blocks.clear();
+    q.tasks.clear();
+    route(id, true);
+    for (Instance& p : prefill_) ring(p);  // blocks came free
+  }
+
   void decode_loop(Instance& inst, int epoch) {
     try {
       while (inst.epoch == epoch) {
@@ -1105,6 +1147,7 @@ class Serving {
           live_[static_cast<std::size_t>(id)].r.decode_start = platform().now();
           inst.running.push_back(id);
         }
+        if (s_.engine.incremental_decode_blocks) grow_or_preempt(inst);
         if (inst.running.empty()) {
           if (finished_) return;
           wait(inst);

@@ -90,13 +90,15 @@ TEST(PointRunsTest, CodecRoundTripsExactly) {
   r.relinks = 3;  // a serving engine's recovery (a sweep's fault campaign reads them back)
   ASSERT_FALSE(r.requests.empty());
   r.requests.back().retries = 2;
-  r.requests.back().recomputes = 1;  // and process_killed's
+  r.requests.back().recomputes = 1;   // and process_killed's
+  r.requests.back().preemptions = 5;  // and an incremental decode side's
   r.restarts = 4;
   const RunResult back = decode_result(encode_result(r), r.scenario);
   EXPECT_EQ(result_json(back), result_json(r));
   EXPECT_EQ(back.relinks, 3);
   EXPECT_EQ(back.requests.back().retries, 2);
   EXPECT_EQ(back.requests.back().recomputes, 1);
+  EXPECT_EQ(back.requests.back().preemptions, 5);
   EXPECT_EQ(back.restarts, 4);
   EXPECT_EQ(back.links.back().bytes, 1.0 / 3.0);
   EXPECT_EQ(back.links.back().utilization, 0.1 + 0.2);

@@ -278,6 +278,53 @@ instances: {prefill: 1 x TP1, decode: 1 x TP1}
       151936.0 * 4096 * 2 / s.compute.hbm_rate, 1e-12);
 }
 
+// Eight requests that need 32 blocks each at their end, on a decode cache of 128 blocks. Reserving
+// whole outputs runs four at a time; vLLM's decode side (serving.engine: vllm) takes all eight
+// on their prompts' 16 blocks, grows them a block at a time and, with none free, preempts the
+// newest, which is computed again and finishes: every request ends, with all its tokens.
+TEST(Serving, AnEngineThatGrowsDecodeBlocksPreemptsTheNewestAndComputesItAgain) {
+  const std::string text = R"(question: preemption
+hardware: {preset: dgx-h100}
+model: {name: qwen3-8b, tensor_parallel: 1, dtype: bf16}
+cache: {layout: paged, block_tokens: 16}
+workload: {requests: 8, interval: 0s, prompt_tokens: 256, output_tokens: 256}
+transfer: {method: pull_blocks, api: 2}
+instances: {prefill: 1 x TP1, decode: 1 x TP1}
+serving: {cache_blocks: 128, verify: 1)";
+  const RunResult reserve = run_scenario(parse_scenario(text + "}\n", "reserve.yaml"), kNoTrace);
+  const RunResult grow =
+      run_scenario(parse_scenario(text + ", engine: vllm}\n", "grow.yaml"), kNoTrace);
+  int preempted = 0;
+  std::uint64_t reserve_bytes = 0, grow_bytes = 0;
+  for (const RunResult* r : {&reserve, &grow}) {
+    ASSERT_EQ(r->requests.size(), 8u);
+    for (const RequestResult& q : r->requests) {
+      EXPECT_TRUE(q.ok && q.verified) << q.status;
+      EXPECT_EQ(q.output_tokens, 256u);
+      EXPECT_GT(q.completion, q.first_token);
+    }
+  }
+  for (const RequestResult& q : reserve.requests) {
+    EXPECT_EQ(q.preemptions, 0);
+    reserve_bytes += q.bytes;
+  }
+  for (const RequestResult& q : grow.requests) {
+    preempted += q.preemptions > 0;
+    grow_bytes += q.bytes;
+  }
+  EXPECT_GT(preempted, 0);
+  EXPECT_LT(preempted, 8);               // the oldest keeps its blocks
+  EXPECT_GT(grow_bytes, reserve_bytes);  // a preempted request's KV moves again, longer
+  // The first four start decoding together in both; the last four wait for blocks only when
+  // outputs are reserved.
+  const auto last_start = [](const RunResult& r) {
+    model::SimTime t = 0;
+    for (const RequestResult& q : r.requests) t = std::max(t, q.first_token);
+    return t;
+  };
+  EXPECT_LT(last_start(grow), last_start(reserve));
+}
+
 TEST(BlockPool, ScatteredDrawsArePrefixesAndSequentialTakesTheLowestIds) {
   serving::BlockPool a(100, BlockOrder::kScattered), b(100, BlockOrder::kScattered);
   const auto ten = *a.allocate(10, 5);
