@@ -41,7 +41,17 @@ std::string serving_summary(const RunResult& r) {
     << r.scenario.tensor_parallel << " each; " << m.requests << " requests, " << m.succeeded
     << " succeeded, over " << model::format_time(r.end) << "\n";
   o << "verified byte for byte: " << m.checked << " requests (serving.verify " << v.verify_fraction
-    << "), " << m.verified << " equal\n\n";
+    << "), " << m.verified << " equal\n";
+  int preempted = 0, preemptions = 0;
+  for (const RequestResult& q : r.requests) {
+    preempted += q.preemptions > 0;
+    preemptions += q.preemptions;
+  }
+  if (preemptions > 0) {
+    o << "decode cache full: " << preempted << " requests preempted and computed again ("
+      << preemptions << " preemptions)\n";
+  }
+  o << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-12s %12s %12s %12s %12s\n", "", "mean", "p50", "p90", "p99");
   o << line;
@@ -94,7 +104,8 @@ std::string summary_text(const RunResult& r) {
   o << "scenario: " << s.origin << "\nquestion: " << s.question << "\n";
   o << "hardware: " << s.preset;
   for (const auto& [k, v] : s.hardware_overrides) o << " " << k << "=" << v;
-  o << "\nmodel: " << s.model.name << " TP" << s.tensor_parallel << " " << s.dtype << ", "
+  o << "\nmodel: " << s.model.name << " TP" << s.tensor_parallel << " " << s.dtype
+    << (s.kv_dtype != s.dtype ? " (KV " + s.kv_dtype + ")" : std::string()) << ", "
     << (s.paged ? "paged (" + std::to_string(s.block_tokens) + "-token blocks)"
                 : std::string("contiguous"))
     << ", "

@@ -12,6 +12,7 @@
 
 #include "model/errors.h"
 #include "model/preset.h"
+#include "sim/results_writer.h"
 #include "sim/runner.h"
 
 namespace kvsim::sim {
@@ -235,6 +236,8 @@ TEST(Scenario, TheKvCacheDtypeFollowsTheEngineUnlessTheScenarioSetsIt) {
       quiet);
   ASSERT_TRUE(bf16_kv.requests.at(0).ok && int8_kv.requests.at(0).ok);
   EXPECT_EQ(bf16_kv.requests[0].bytes, 2 * int8_kv.requests[0].bytes);
+  EXPECT_NE(summary_text(bf16_kv).find("TP8 int8 (KV bf16), "), std::string::npos);
+  EXPECT_NE(summary_text(int8_kv).find("TP8 int8, "), std::string::npos);
   try {
     with({{"cache.kv_dtype", "fp4"}});
     ADD_FAILURE() << "cache.kv_dtype fp4 accepted";

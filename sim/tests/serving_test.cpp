@@ -323,6 +323,8 @@ serving: {cache_blocks: 128, verify: 1)";
     return t;
   };
   EXPECT_LT(last_start(grow), last_start(reserve));
+  EXPECT_NE(summary_text(grow).find("requests preempted and computed again"), std::string::npos);
+  EXPECT_EQ(summary_text(reserve).find("preempted"), std::string::npos);
 }
 
 TEST(BlockPool, ScatteredDrawsArePrefixesAndSequentialTakesTheLowestIds) {
