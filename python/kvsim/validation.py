@@ -123,11 +123,24 @@ def markdown(rows):
     return "\n".join(lines) + "\n"
 
 
+def load_series(rows):
+    """Rows that form a series by load: labels "<setup>, concurrency N" of one metric, three or
+    more to a setup. {(setup, metric): [(N, published, predicted)]}, each ascending in N."""
+    series = {}
+    for r in rows:
+        setup, sep, n = r["label"].rpartition(", concurrency ")
+        if sep and n.isdigit():
+            series.setdefault((setup, r["metric"]), []).append(
+                (int(n), r["published"], r["predicted"]))
+    return {k: sorted(v) for k, v in series.items() if len(v) >= 3}
+
+
 def plot(rows, out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axs = plt.subplots(1, 3, figsize=(16, 4.6))
+    by_load = load_series(rows)
+    fig, axs = plt.subplots(1, 4 if by_load else 3, figsize=(21 if by_load else 16, 4.6))
     kinds = (("GB/s", ("effective_gbps",)), ("ms", ("exposed_ms",)), ("ms", ("ttft_ms", "tpot_ms")))
     for ax, (unit, metrics) in zip(axs, kinds):
         mine = [r for r in rows if r["metric"] in metrics]
@@ -152,6 +165,20 @@ def plot(rows, out_dir):
     axs[0].set_title("Bandwidth by block size (microbenchmarks)", fontsize=9)
     axs[1].set_title("KV transfer time of one request (serving engines)", fontsize=9)
     axs[2].set_title("TTFT by prompt length and TPOT (serving engines)", fontsize=9)
+    if by_load:  # published points and kvsim's line, one colour per setup
+        ax = axs[3]
+        for (setup, metric), points in by_load.items():
+            n = [p[0] for p in points]
+            line = ax.plot(n, [p[2] for p in points], lw=1.2, label=f"{setup} (kvsim)")[0]
+            ax.scatter(n, [p[1] for p in points], color=line.get_color(), s=14)
+        ax.set_xscale("log", base=2)
+        ticks = sorted({p[0] for points in by_load.values() for p in points})
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("concurrency (requests in flight)")
+        ax.set_ylabel(f"{'TPOT' if all(m == 'tpot_ms' for _, m in by_load) else 'value'} (ms)")
+        ax.set_title("By load: published (points) and kvsim (lines)", fontsize=9)
+        ax.legend(fontsize=6)
     fig.suptitle("kvsim's predictions against published hardware measurements (no fitting)")
     for ext in ("png", "svg"):
         fig.savefig(os.path.join(out_dir, f"validation.{ext}"), dpi=120, bbox_inches="tight")

@@ -25,6 +25,15 @@ def test_validate_predicts_every_published_row(tmp_path):
         assert r["published"] == p["published"] and r["predicted"] > 0
         assert r["error_pct"] == pytest.approx(100 * (r["predicted"] / r["published"] - 1))
     assert (tmp_path / "validation.png").stat().st_size > 0
+    # The by-load panel's series: every setup with three or more concurrencies, in order.
+    series = validation.load_series(rows)
+    by_load = [r for r in rows if ", concurrency " in r["label"]]
+    assert series and sum(len(v) for v in series.values()) <= len(by_load)
+    for (setup, metric), points in series.items():
+        assert [p[0] for p in points] == sorted(p[0] for p in points) and len(points) >= 3
+        assert all(any(r["label"] == f"{setup}, concurrency {n}" and r["published"] == pub
+                       and r["predicted"] == pred and r["metric"] == metric for r in by_load)
+                   for n, pub, pred in points)
     table = (tmp_path / "validation.md").read_text()
     devices = validation.by_device(rows)
     # A row outside the goal is listed under the table with its reason.
