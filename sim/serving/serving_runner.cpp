@@ -934,11 +934,16 @@ class Serving {
     ++q.r.recomputes;
     q.r.ok = true;
     q.r.status = "LLM_SUCCESS";
+    forget_blocks(q);
+    route(q.r.id);
+  }
+
+  // A request computed again holds no blocks and no transfer tasks until it is batched anew.
+  static void forget_blocks(Live& q) {
     q.src_blocks.clear();
     q.dst_all.clear();
     q.dst_blocks.clear();
     q.tasks.clear();
-    route(q.r.id);
   }
 
   void complete() {
@@ -1129,10 +1134,7 @@ class Serving {
     Live& q = live_[static_cast<std::size_t>(id)];
     inst.pool->release(q.dst_all);
     ++q.r.preemptions;
-    q.src_blocks.clear();
-    q.dst_all.clear();
-    q.dst_blocks.clear();
-    q.tasks.clear();
+    forget_blocks(q);
     route(id, true);
     for (Instance& p : prefill_) ring(p);  // blocks came free
   }
