@@ -24,6 +24,8 @@ using impl::LLMStatusCode;
 using model::SimTime;
 
 constexpr std::size_t kTraceRequestLimit = 500;  // a Chrome trace of more would not open
+// Samples a series holds before its interval doubles (even: samples merge in pairs).
+constexpr std::size_t kMaxSamples = 512;
 
 // Nodes `instances` of `tp` ranks fill, whole instances per node.
 int nodes_for(int instances, int tp, const model::TopologySpec& spec) {
@@ -1184,8 +1186,11 @@ class Serving {
     }
   }
 
-  // Queue lengths and scale-out link utilisation at a fixed simulated interval. Ends with the
-  // last request, or when nothing is left that could make progress (a stall go() reports).
+  // Queue lengths and scale-out link utilisation at a simulated interval: a 200th of the arrivals'
+  // span (at least 1 ms), doubled whenever kMaxSamples are held, each pair of samples becoming
+  // one, so that a run much longer than its arrivals (a burst decoding for minutes) keeps a
+  // bounded series. Ends with the last request, or when nothing is left that could make progress
+  // (a stall go() reports).
   void sampler() {
     const model::Topology& t = world_.fabric().topology();
     const model::FluidNetwork& net = world_.fabric().network();
@@ -1202,7 +1207,8 @@ class Serving {
       series.push_back({l.name + " util", {}});
     }
     std::vector<double> last(links.size(), 0.0);
-    const SimTime interval = std::max<SimTime>(model::kMs, last_arrival_ / 200);
+    SimTime interval = std::max<SimTime>(model::kMs, last_arrival_ / 200);
+    const std::size_t queues = prefill_.size() + 2 * decode_.size();  // then the links' columns
     int idle_samples = 0;
     std::size_t completed_before = 0;
     while (!finished_) {
@@ -1224,11 +1230,30 @@ class Serving {
                                      (links[k]->nominal_effective * model::to_seconds(interval)));
         last[k] = carried;
       }
+      if (result_.sample_times.size() == kMaxSamples) {
+        halve_samples(queues);
+        interval *= 2;
+      }
       // Nothing running for two samples in a row while requests are left: a stall.
       idle_samples =
           busy_ == 0 && all_waiting() && completed_ == completed_before ? idle_samples + 1 : 0;
       completed_before = completed_;
       if (idle_samples >= 2) return;
+    }
+  }
+
+  // Merges each pair of samples into one at the later time: the later value of a queue or batch
+  // length (an instantaneous count), the mean of a link's two utilisations (each over an interval).
+  void halve_samples(std::size_t queues) {
+    std::vector<SimTime>& times = result_.sample_times;
+    for (std::size_t i = 0; 2 * i + 1 < times.size(); ++i) times[i] = times[2 * i + 1];
+    times.resize(times.size() / 2);
+    for (std::size_t c = 0; c < result_.series.size(); ++c) {
+      std::vector<double>& v = result_.series[c].values;
+      for (std::size_t i = 0; 2 * i + 1 < v.size(); ++i) {
+        v[i] = c < queues ? v[2 * i + 1] : (v[2 * i] + v[2 * i + 1]) / 2;
+      }
+      v.resize(v.size() / 2);
     }
   }
 

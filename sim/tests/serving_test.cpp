@@ -327,6 +327,36 @@ serving: {cache_blocks: 128, verify: 1)";
   EXPECT_EQ(summary_text(reserve).find("preempted"), std::string::npos);
 }
 
+// A burst that decodes for half a minute: sampled every 1 ms at first (a 200th of a zero arrival
+// span), its series would hold ~30,000 samples; pairs merge as the interval doubles, so at most
+// 512 stay, in time order, ending near the last completion.
+TEST(Serving, ALongRunKeepsABoundedSeriesByDoublingItsSamplingInterval) {
+  const std::string text = R"(question: sampling
+hardware: {preset: dgx-h100}
+model: {name: qwen3-8b, tensor_parallel: 1, dtype: bf16}
+cache: {layout: paged, block_tokens: 16}
+workload: {requests: 4, interval: 0s, prompt_tokens: 256, output_tokens: 4096}
+transfer: {method: pull_blocks, api: 2}
+instances: {prefill: 1 x TP1, decode: 1 x TP1}
+)";
+  const RunResult r = run_scenario(parse_scenario(text, "long.yaml"), kNoTrace);
+  ASSERT_GT(r.end, 20 * model::kSec);
+  const std::vector<model::SimTime>& t = r.sample_times;
+  ASSERT_GE(t.size(), 256u);
+  ASSERT_LE(t.size(), 512u);
+  for (std::size_t i = 1; i < t.size(); ++i) ASSERT_LT(t[i - 1], t[i]) << i;
+  const model::SimTime step = t.back() - t[t.size() - 2];
+  EXPECT_GE(step, r.end / 512);  // the interval grew to cover the run
+  EXPECT_GE(t.back() + step, r.end);
+  for (const TimeSeries& s : r.series) {
+    ASSERT_EQ(s.values.size(), t.size()) << s.name;
+    if (s.name == "decode0 running") {  // an instantaneous count stays a count
+      for (const double v : s.values) EXPECT_EQ(v, std::floor(v)) << s.name;
+      EXPECT_EQ(s.values.front(), 4.0);
+    }
+  }
+}
+
 TEST(BlockPool, ScatteredDrawsArePrefixesAndSequentialTakesTheLowestIds) {
   serving::BlockPool a(100, BlockOrder::kScattered), b(100, BlockOrder::kScattered);
   const auto ten = *a.allocate(10, 5);
